@@ -1,0 +1,643 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * scx_gmp: the Go runtime's G-M-P scheduling policy as a sched_ext scheduler.
+ *
+ * Each CPU is a Go P with a local run queue (LRQ, a user DSQ, capacity
+ * lrq_cap) and a 1-task runnext slot (a vtime DSQ whose head is the newest
+ * task); one user DSQ is Go's global run queue (GRQ). Each rule is a function
+ * named after its Go counterpart in src/runtime/proc.go; the pure Rust model
+ * in src/model.rs has the same names.
+ *
+ * Two things sched_ext does not allow are done lazily, at the next dispatch
+ * of the CPU that owns the queue (or by a thief before it steals from it):
+ * ops.enqueue() may only insert the task being enqueued, so the runnext task
+ * that a new one displaces, and the half of a full LRQ that runqputslow moves
+ * to the GRQ, are moved by runnext_flush() and runqputslow_flush().
+ */
+#include <scx/common.bpf.h>
+#include "intf.h"
+
+char _license[] SEC("license") = "GPL";
+
+UEI_DEFINE(uei);
+
+/* Knobs, set by the agent before load (defaults are Go's). */
+const volatile u64 slice_ns = 10ULL * 1000 * 1000;	/* forcePreemptNS */
+const volatile u64 min_slice_ns = 20 * 1000;		/* sysmon's 20 us floor */
+const volatile u64 runnext_grace_ns = 3 * 1000;	/* runqgrab's usleep(3) */
+const volatile u32 lrq_cap = 256;			/* len(p.runq) */
+const volatile u32 global_every = 61;			/* schedtick%61 */
+const volatile u32 steal_tries = 4;			/* stealTries */
+const volatile u32 nr_cpus = 1;				/* gomaxprocs */
+const volatile u32 nr_coprimes = 1;			/* randomOrder.coprimes */
+const volatile u32 coprimes[GMP_MAX_CPUS];
+
+/* Per-CPU state and counters, read by the agent. */
+struct gmp_cpu cpus[GMP_MAX_CPUS];
+
+/* Global state, read by the agent. */
+u64 nmspinning;		/* sched.nmspinning */
+u64 nr_tasks;		/* tasks managed by scx_gmp (Go's threads) */
+u64 runnext_seq;	/* orders runnext: newest first */
+s32 snap_grq;		/* GRQ length, filled by snapshot() */
+s32 snap_idle;		/* idle CPUs, filled by snapshot() */
+
+struct task_ctx {
+	s32 runnext_cpu;	/* select_cpu() chose this waker CPU's runnext */
+	bool yielded;		/* the slice ended in sched_yield() */
+	bool inherit;		/* dispatched from runnext: keeps the slice */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_ctx);
+} task_ctxs SEC(".maps");
+
+static __always_inline u64 lrq_dsq(s32 cpu) { return GMP_DSQ_LRQ + cpu; }
+static __always_inline u64 runnext_dsq(s32 cpu) { return GMP_DSQ_RUNNEXT + cpu; }
+
+static struct gmp_cpu *cpu_ctx(s32 cpu)
+{
+	u32 i = cpu;
+
+	if (i >= GMP_MAX_CPUS)
+		return NULL;
+	/* Keep clang from dropping the mask the verifier needs (power of two). */
+	barrier_var(i);
+	return &cpus[i & (GMP_MAX_CPUS - 1)];
+}
+
+/*
+ * Counters of loops over a DSQ live in map memory, one per CPU: the verifier
+ * does not track their exact values, so the loop states converge.
+ */
+struct gmp_loop {
+	s32 n;
+} __attribute__((aligned(64)));
+struct gmp_loop loops[GMP_MAX_CPUS];
+
+static s32 *loop_counter(void)
+{
+	u32 i = bpf_get_smp_processor_id();
+
+	if (i >= GMP_MAX_CPUS)
+		return NULL;
+	barrier_var(i);
+	return &loops[i & (GMP_MAX_CPUS - 1)].n;
+}
+
+static struct task_ctx *task_ctx(const struct task_struct *p)
+{
+	return bpf_task_storage_get(&task_ctxs, (struct task_struct *)p, 0, 0);
+}
+
+/* Count event @s on the CPU this code runs on. */
+static void stat_add(enum gmp_stat s, u64 n)
+{
+	struct gmp_cpu *c = cpu_ctx(bpf_get_smp_processor_id());
+
+	if (c && s < GMP_NR_STATS)
+		c->stats[s] += n;
+}
+
+static bool may_run(const struct task_struct *p, s32 cpu)
+{
+	return bpf_cpumask_test_cpu(cpu, p->cpus_ptr);
+}
+
+/* A task that cannot move is Go's G locked to its M (LockOSThread). */
+static bool is_locked(const struct task_struct *p)
+{
+	return p->nr_cpus_allowed == 1;
+}
+
+/* LRQ length as Go counts it: kicked runnext tasks are already at the tail. */
+static u32 lrq_len(s32 cpu)
+{
+	s32 lrq = scx_bpf_dsq_nr_queued(lrq_dsq(cpu));
+	s32 rn = scx_bpf_dsq_nr_queued(runnext_dsq(cpu));
+
+	return (lrq > 0 ? lrq : 0) + (rn > 1 ? rn - 1 : 0);
+}
+
+/* Wake @cpu if it idles: work was queued where only it looks first. */
+static void kick_if_other(s32 cpu)
+{
+	if (cpu != bpf_get_smp_processor_id())
+		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+}
+
+/* wakep: proc.go wakep - wake one idle P to spin, if no P is spinning yet. */
+static void wakep(void)
+{
+	const struct cpumask *online;
+	struct gmp_cpu *c;
+	s32 cpu;
+
+	if (nmspinning || !__sync_bool_compare_and_swap(&nmspinning, 0, 1))
+		return;
+	online = scx_bpf_get_online_cpumask();
+	cpu = scx_bpf_pick_idle_cpu(online, 0);
+	scx_bpf_put_cpumask(online);
+	c = cpu_ctx(cpu);
+	if (!c) {
+		__sync_fetch_and_sub(&nmspinning, 1);
+		return;
+	}
+	c->spinning = 1;
+	stat_add(GMP_STAT_KICK, 1);
+	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+}
+
+/* Leave the spinning state (proc.go resetspinning / the M's spinning=false). */
+static bool stop_spinning(struct gmp_cpu *c)
+{
+	if (!__sync_lock_test_and_set(&c->spinning, 0))
+		return false;
+	__sync_fetch_and_sub(&nmspinning, 1);
+	return true;
+}
+
+/* globrunqput: proc.go globrunqput - put @p on the GRQ tail. */
+static void globrunqput(struct task_struct *p, u64 enq_flags)
+{
+	scx_bpf_dsq_insert(p, GMP_DSQ_GRQ, slice_ns, enq_flags);
+	stat_add(GMP_STAT_GLOBAL_PUT, 1);
+}
+
+/*
+ * runqputslow: proc.go runqputslow - @cpu's LRQ is full: @p and half of the
+ * LRQ go to the GRQ. @p goes now; the half follows at runqputslow_flush().
+ */
+static void runqputslow(struct task_struct *p, s32 cpu, u64 enq_flags)
+{
+	struct gmp_cpu *c = cpu_ctx(cpu);
+
+	globrunqput(p, enq_flags);
+	stat_add(GMP_STAT_OVERFLOW, 1);
+	if (c)
+		c->ovf_pending = 1;
+	kick_if_other(cpu);
+}
+
+/* runqput: proc.go runqput - queue @p on @cpu's runnext (next) or LRQ tail. */
+static void runqput(struct task_struct *p, s32 cpu, bool next, u64 enq_flags)
+{
+	struct gmp_cpu *c = cpu_ctx(cpu);
+
+	if (!c) {
+		globrunqput(p, enq_flags);
+		return;
+	}
+	if (next) {
+		u64 seq = __sync_fetch_and_add(&runnext_seq, 1);
+
+		if (scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) > 0)
+			stat_add(GMP_STAT_RUNNEXT_KICK, 1);
+		c->runnext_at = scx_bpf_now();
+		/* Newest first: a smaller vtime sorts earlier. */
+		scx_bpf_dsq_insert_vtime(p, runnext_dsq(cpu), slice_ns, -seq, enq_flags);
+		stat_add(GMP_STAT_RUNNEXT_PUT, 1);
+	} else if (lrq_len(cpu) >= lrq_cap) {
+		runqputslow(p, cpu, enq_flags);
+		return;
+	} else {
+		scx_bpf_dsq_insert(p, lrq_dsq(cpu), slice_ns, enq_flags);
+		stat_add(GMP_STAT_LRQ_PUT, 1);
+	}
+	kick_if_other(cpu);
+}
+
+/*
+ * runnext_flush: the runqput kick, done late. Every task in @cpu's runnext
+ * DSQ but the newest was displaced: move them, oldest first, to the LRQ tail.
+ */
+__hidden void runnext_flush(s32 cpu)
+{
+	struct task_struct *p;
+	s32 extra = scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) - 1;
+	s32 *moved = loop_counter();
+
+	if (extra <= 0 || !moved)
+		return;
+	*moved = 0;
+	bpf_for_each(scx_dsq, p, runnext_dsq(cpu), SCX_DSQ_ITER_REV) {
+		u64 dst = lrq_dsq(cpu);
+
+		if (*moved >= extra)
+			break;
+		if (scx_bpf_dsq_nr_queued(dst) >= lrq_cap) {
+			struct gmp_cpu *c = cpu_ctx(cpu);
+
+			dst = GMP_DSQ_GRQ;
+			if (c)
+				c->ovf_pending = 1;
+		}
+		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, dst, 0))
+			(*moved)++;
+	}
+}
+
+/* runqputslow_flush: the second half of runqputslow - LRQ head half to the GRQ. */
+__hidden void runqputslow_flush(s32 cpu)
+{
+	struct gmp_cpu *c = cpu_ctx(cpu);
+	s32 *moved = loop_counter();
+	struct task_struct *p;
+	s32 half;
+
+	if (!c || !c->ovf_pending || !moved)
+		return;
+	c->ovf_pending = 0;
+	half = scx_bpf_dsq_nr_queued(lrq_dsq(cpu)) / 2;
+	*moved = 0;
+	bpf_for_each(scx_dsq, p, lrq_dsq(cpu), 0) {
+		if (*moved >= half)
+			break;
+		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, GMP_DSQ_GRQ, 0))
+			(*moved)++;
+	}
+	stat_add(GMP_STAT_OVERFLOW_TASKS, *moved);
+	stat_add(GMP_STAT_GLOBAL_PUT, *moved);
+}
+
+/* runqget: proc.go runqget - runnext first (inherits the slice), then the LRQ head. */
+static bool runqget(s32 cpu, struct gmp_cpu *c)
+{
+	struct task_struct *p;
+
+	bpf_for_each(scx_dsq, p, runnext_dsq(cpu), 0) {
+		struct task_ctx *tctx = task_ctx(p);
+		u64 used = scx_bpf_now() - c->tick_start;
+		u64 left = used < slice_ns ? slice_ns - used : 0;
+
+		if (!tctx || !may_run(p, cpu))
+			continue;
+		scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, left > min_slice_ns ? left : min_slice_ns);
+		tctx->inherit = true;
+		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
+			stat_add(GMP_STAT_RUNNEXT_HIT, 1);
+			return true;
+		}
+		tctx->inherit = false;
+	}
+	if (scx_bpf_dsq_move_to_local(lrq_dsq(cpu), 0)) {
+		stat_add(GMP_STAT_LRQ_GET, 1);
+		return true;
+	}
+	return false;
+}
+
+/* globrunqget: proc.go globrunqget - take one task from the GRQ head. */
+static bool globrunqget(void)
+{
+	return scx_bpf_dsq_move_to_local(GMP_DSQ_GRQ, 0);
+}
+
+/*
+ * Move up to @want tasks that may run on @cpu from DSQ @src: the first to run
+ * now, the rest to @cpu's LRQ tail. Returns how many moved.
+ */
+__hidden s32 take_batch(s32 cpu, u64 src, s32 want)
+{
+	s32 *got = loop_counter();
+	struct task_struct *p;
+
+	if (!got)
+		return 0;
+	*got = 0;
+	bpf_for_each(scx_dsq, p, src, 0) {
+		if (*got >= want)
+			break;
+		if (!may_run(p, cpu))
+			continue;
+		scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, slice_ns);
+		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, *got ? lrq_dsq(cpu) : SCX_DSQ_LOCAL, 0))
+			(*got)++;
+	}
+	return *got;
+}
+
+/*
+ * globrunqgetbatch: proc.go globrunqgetbatch - take
+ * n = min(len, len/nprocs + 1, cap/2) from the GRQ: run one, queue the rest.
+ */
+__hidden bool globrunqgetbatch(s32 cpu)
+{
+	s32 len = scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ);
+	s32 n, got;
+
+	if (len <= 0)
+		return false;
+	n = len / (s32)nr_cpus + 1;
+	if (n > len)
+		n = len;
+	if (n > (s32)lrq_cap / 2)
+		n = lrq_cap / 2;
+	got = take_batch(cpu, GMP_DSQ_GRQ, n);
+	if (!got)
+		return false;
+	stat_add(GMP_STAT_GLOBAL_BATCH, 1);
+	stat_add(GMP_STAT_GLOBAL_BATCH_TASKS, got);
+	return true;
+}
+
+/*
+ * runqsteal: proc.go runqsteal/runqgrab - take ceil(n/2) of @victim's LRQ,
+ * run one and queue the rest on @cpu. With an empty LRQ and @stealnext, take
+ * the victim's runnext if it has waited runnext_grace_ns.
+ */
+__hidden bool runqsteal(s32 cpu, s32 victim, bool stealnext)
+{
+	struct gmp_cpu *vc = cpu_ctx(victim);
+	struct task_struct *p;
+	s32 n, got;
+
+	if (!vc)
+		return false;
+	runqputslow_flush(victim);
+	runnext_flush(victim);
+	stat_add(GMP_STAT_STEAL_TRY, 1);
+	n = scx_bpf_dsq_nr_queued(lrq_dsq(victim));
+	if (n > 0) {
+		got = take_batch(cpu, lrq_dsq(victim), n - n / 2);
+		if (!got)
+			return false;
+		stat_add(GMP_STAT_STEAL_OK, 1);
+		stat_add(GMP_STAT_STOLEN_TASKS, got);
+		return true;
+	}
+	if (!stealnext || scx_bpf_now() - vc->runnext_at < runnext_grace_ns)
+		return false;
+	bpf_for_each(scx_dsq, p, runnext_dsq(victim), 0) {
+		if (!may_run(p, cpu))
+			break;
+		scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, slice_ns);
+		if (!scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
+			break;
+		stat_add(GMP_STAT_STEAL_OK, 1);
+		stat_add(GMP_STAT_STOLEN_TASKS, 1);
+		stat_add(GMP_STAT_STOLEN_RUNNEXT, 1);
+		return true;
+	}
+	return false;
+}
+
+/*
+ * steal_work: proc.go stealWork - steal_tries rounds over the non-idle CPUs
+ * in a random coprime-stride order; runnext only in the last round.
+ */
+__hidden bool steal_work(s32 cpu)
+{
+	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
+	bool found = false;
+	u32 round, k;
+
+	bpf_for(round, 0, steal_tries) {
+		bool last = round == steal_tries - 1;
+		u32 r = bpf_get_prandom_u32();
+		u32 pos = r % nr_cpus;
+		u32 idx = (r / nr_cpus) % nr_coprimes;
+		u32 inc;
+
+		if (idx >= GMP_MAX_CPUS)
+			break;
+		inc = coprimes[idx];
+		bpf_for(k, 0, nr_cpus) {
+			s32 victim = pos;
+
+			pos = (pos + inc) % nr_cpus;
+			if (victim == cpu || bpf_cpumask_test_cpu(victim, idle))
+				continue;
+			if (runqsteal(cpu, victim, last)) {
+				found = true;
+				break;
+			}
+		}
+		if (found)
+			break;
+	}
+	scx_bpf_put_idle_cpumask(idle);
+	return found;
+}
+
+/*
+ * find_runnable: proc.go findRunnable - the 61st-tick global check, runnext,
+ * LRQ, a global batch, then stealing by a spinning CPU; else idle.
+ */
+static bool find_runnable(s32 cpu, struct gmp_cpu *c)
+{
+	const struct cpumask *idle;
+	u32 npidle;
+
+	if (global_every && c->schedtick % global_every == 0 &&
+	    scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) > 0 && globrunqget()) {
+		stat_add(GMP_STAT_GLOBAL_61, 1);
+		return true;
+	}
+	if (runqget(cpu, c) || globrunqgetbatch(cpu))
+		return true;
+
+	idle = scx_bpf_get_idle_cpumask();
+	npidle = bpf_cpumask_weight(idle);
+	scx_bpf_put_idle_cpumask(idle);
+	/* Spin only while 2*nmspinning < busy Ps (proc.go findRunnable). */
+	if (!c->spinning && 2 * nmspinning < nr_cpus - npidle) {
+		c->spinning = 1;
+		__sync_fetch_and_add(&nmspinning, 1);
+		stat_add(GMP_STAT_SPIN, 1);
+	}
+	return c->spinning && steal_work(cpu);
+}
+
+s32 BPF_STRUCT_OPS(gmp_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
+{
+	struct task_ctx *tctx = task_ctx(p);
+	s32 cpu = bpf_get_smp_processor_id();
+
+	if (!tctx)
+		return prev_cpu;
+	/* newproc/ready: the waker's (creator's) runnext, if @p may run there. */
+	if (may_run(p, cpu)) {
+		tctx->runnext_cpu = cpu;
+		return cpu;
+	}
+	tctx->runnext_cpu = -1;
+	return prev_cpu;
+}
+
+void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
+{
+	struct task_ctx *tctx = task_ctx(p);
+	s32 cpu = scx_bpf_task_cpu(p);
+	s32 waker = -1;
+	bool yielded = false;
+
+	if (tctx) {
+		waker = tctx->runnext_cpu;
+		tctx->runnext_cpu = -1;
+		yielded = tctx->yielded;
+		tctx->yielded = false;
+	}
+
+	/* Per-CPU kthreads run on their CPU directly, like a locked G on its M. */
+	if ((p->flags & PF_KTHREAD) && is_locked(p)) {
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
+		stat_add(GMP_STAT_LOCKED, 1);
+		kick_if_other(cpu);
+		return;
+	}
+
+	if (waker >= 0 || (enq_flags & SCX_ENQ_WAKEUP)) {
+		if (waker < 0)
+			waker = bpf_get_smp_processor_id();
+		runqput(p, cpu, waker == cpu && may_run(p, cpu), enq_flags);
+	} else if (!p->scx.slice) {
+		/* retake -> gopreempt_m, or Gosched: the GRQ tail. */
+		stat_add(yielded ? GMP_STAT_YIELD : GMP_STAT_SLICE_EXPIRED, 1);
+		if (is_locked(p))
+			runqput(p, cpu, false, enq_flags);
+		else
+			globrunqput(p, enq_flags);
+	} else if (may_run(p, cpu)) {
+		runqput(p, cpu, false, enq_flags);
+	} else {
+		globrunqput(p, enq_flags);
+	}
+	wakep();
+}
+
+void BPF_STRUCT_OPS(gmp_dispatch, s32 cpu, struct task_struct *prev)
+{
+	struct gmp_cpu *c = cpu_ctx(cpu);
+	bool found;
+
+	if (!c)
+		return;
+	runqputslow_flush(cpu);
+	runnext_flush(cpu);
+	found = find_runnable(cpu, c);
+	if (stop_spinning(c) && found)
+		wakep(); /* resetspinning: the next P takes over the search */
+	if (found)
+		return;
+	/* Nothing queued: a runnable prev keeps the CPU for a fresh slice. */
+	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
+		prev->scx.slice = slice_ns;
+		c->tick_start = scx_bpf_now();
+		return;
+	}
+	stat_add(GMP_STAT_IDLE, 1);
+}
+
+void BPF_STRUCT_OPS(gmp_running, struct task_struct *p)
+{
+	struct gmp_cpu *c = cpu_ctx(bpf_get_smp_processor_id());
+	struct task_ctx *tctx = task_ctx(p);
+
+	if (!c)
+		return;
+	stop_spinning(c);
+	if (tctx && tctx->inherit) {
+		tctx->inherit = false; /* runnext: schedtick and slice go on */
+		return;
+	}
+	c->schedtick++;
+	c->tick_start = scx_bpf_now();
+}
+
+bool BPF_STRUCT_OPS(gmp_yield, struct task_struct *from, struct task_struct *to)
+{
+	struct task_ctx *tctx = task_ctx(from);
+
+	if (to)
+		return false;
+	/* Gosched: end the slice; gmp_enqueue() sends the task to the GRQ. */
+	if (tctx)
+		tctx->yielded = true;
+	from->scx.slice = 0;
+	return false;
+}
+
+s32 BPF_STRUCT_OPS(gmp_init_task, struct task_struct *p, struct scx_init_task_args *args)
+{
+	struct task_ctx *tctx;
+
+	tctx = bpf_task_storage_get(&task_ctxs, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!tctx)
+		return -ENOMEM;
+	tctx->runnext_cpu = -1;
+	return 0;
+}
+
+void BPF_STRUCT_OPS(gmp_enable, struct task_struct *p)
+{
+	__sync_fetch_and_add(&nr_tasks, 1);
+}
+
+void BPF_STRUCT_OPS(gmp_disable, struct task_struct *p)
+{
+	__sync_fetch_and_sub(&nr_tasks, 1);
+}
+
+s32 BPF_STRUCT_OPS_SLEEPABLE(gmp_init)
+{
+	s32 err;
+	u32 i;
+
+	bpf_for(i, 0, nr_cpus) {
+		err = scx_bpf_create_dsq(lrq_dsq(i), -1);
+		if (!err)
+			err = scx_bpf_create_dsq(runnext_dsq(i), -1);
+		if (err) {
+			scx_bpf_error("failed to create the run queues of CPU %u: %d", i, err);
+			return err;
+		}
+	}
+	err = scx_bpf_create_dsq(GMP_DSQ_GRQ, -1);
+	if (err)
+		scx_bpf_error("failed to create the global run queue: %d", err);
+	return err;
+}
+
+void BPF_STRUCT_OPS(gmp_exit, struct scx_exit_info *ei)
+{
+	UEI_RECORD(uei, ei);
+}
+
+/* snapshot: run by the agent (BPF_PROG_RUN) to read the queue lengths. */
+SEC("syscall")
+int snapshot(void *ctx)
+{
+	const struct cpumask *idle;
+	u32 i;
+
+	bpf_for(i, 0, nr_cpus) {
+		struct gmp_cpu *c = cpu_ctx(i);
+
+		if (!c)
+			break;
+		c->snap_lrq = scx_bpf_dsq_nr_queued(lrq_dsq(i));
+		c->snap_runnext = scx_bpf_dsq_nr_queued(runnext_dsq(i));
+	}
+	snap_grq = scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ);
+	idle = scx_bpf_get_idle_cpumask();
+	snap_idle = bpf_cpumask_weight(idle);
+	scx_bpf_put_idle_cpumask(idle);
+	return 0;
+}
+
+SCX_OPS_DEFINE(gmp_ops,
+	       .select_cpu = (void *)gmp_select_cpu,
+	       .enqueue = (void *)gmp_enqueue,
+	       .dispatch = (void *)gmp_dispatch,
+	       .running = (void *)gmp_running,
+	       .yield = (void *)gmp_yield,
+	       .init_task = (void *)gmp_init_task,
+	       .enable = (void *)gmp_enable,
+	       .disable = (void *)gmp_disable,
+	       .init = (void *)gmp_init,
+	       .exit = (void *)gmp_exit,
+	       .name = "gmp");
