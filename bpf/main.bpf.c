@@ -8,11 +8,13 @@
  * named after its Go counterpart in src/runtime/proc.go; the pure Rust model
  * in src/model.rs has the same names.
  *
- * Two things sched_ext does not allow are done lazily, at the next dispatch
- * of the CPU that owns the queue (or by a thief before it steals from it):
- * ops.enqueue() may only insert the task being enqueued, so the runnext task
- * that a new one displaces, and the half of a full LRQ that runqputslow moves
- * to the GRQ, are moved by runnext_flush() and runqputslow_flush().
+ * Two moves sched_ext does not allow in ops.enqueue() (it may only insert the
+ * task being enqueued) are done lazily, at the next dispatch of the CPU that
+ * owns the queue, or by a thief before it steals from it: the runnext task
+ * that a new one displaces (runnext_flush) and the half of a full LRQ that
+ * runqputslow moves to the GRQ (runqputslow_flush). Until then a displaced
+ * task waits in the runnext DSQ behind the new one, and counts as queued at
+ * the LRQ tail.
  */
 #include <scx/common.bpf.h>
 #include "intf.h"
@@ -194,8 +196,16 @@ static void runqput(struct task_struct *p, s32 cpu, bool next, u64 enq_flags)
 	if (next) {
 		u64 seq = __sync_fetch_and_add(&runnext_seq, 1);
 
-		if (scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) > 0)
+		/* The displaced runnext goes to the LRQ tail, or overflows. */
+		if (scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) > 0) {
 			stat_add(GMP_STAT_RUNNEXT_KICK, 1);
+			if (lrq_len(cpu) >= lrq_cap) {
+				stat_add(GMP_STAT_OVERFLOW, 1);
+				c->ovf_pending = 1;
+			} else {
+				stat_add(GMP_STAT_LRQ_PUT, 1);
+			}
+		}
 		c->runnext_at = scx_bpf_now();
 		/* Newest first: a smaller vtime sorts earlier. */
 		scx_bpf_dsq_insert_vtime(p, runnext_dsq(cpu), slice_ns, -seq, enq_flags);
@@ -357,8 +367,8 @@ __hidden bool runqsteal(s32 cpu, s32 victim, bool stealnext)
 
 	if (!vc)
 		return false;
-	runqputslow_flush(victim);
 	runnext_flush(victim);
+	runqputslow_flush(victim);
 	stat_add(GMP_STAT_STEAL_TRY, 1);
 	n = scx_bpf_dsq_nr_queued(lrq_dsq(victim));
 	if (n > 0) {
@@ -516,8 +526,8 @@ void BPF_STRUCT_OPS(gmp_dispatch, s32 cpu, struct task_struct *prev)
 
 	if (!c)
 		return;
-	runqputslow_flush(cpu);
 	runnext_flush(cpu);
+	runqputslow_flush(cpu);
 	found = find_runnable(cpu, c);
 	if (stop_spinning(c) && found)
 		wakep(); /* resetspinning: the next P takes over the search */

@@ -1,0 +1,244 @@
+//! `gmp-load`: Go-shaped workloads for the VM tests and the benchmarks.
+//!
+//! Every workload prints one line of `key=value` results, including `share=`,
+//! the fraction of busy samples each CPU took, so a test can see where the
+//! threads ran.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gmp-load",
+    about = "Go-shaped workloads for testing and benchmarking scx_gmp"
+)]
+struct Opts {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// One thread spawns THREADS threads that each spin BUSY_MS, then joins
+    /// them (Go: a loop of `go f()`). Prints the makespan.
+    Fanout {
+        #[arg(long, default_value_t = 1000)]
+        threads: usize,
+        #[arg(long, default_value_t = 20)]
+        busy_ms: u64,
+        /// Park every thread on a futex first, then wake them all with one
+        /// FUTEX_WAKE from the spawning thread: a burst as dense as Go's
+        /// `go f()` loop, which a kernel clone() per thread is not.
+        #[arg(long)]
+        gate: bool,
+    },
+    /// THREADS CPU-bound threads each spin for SECS seconds of CPU time.
+    Spin {
+        #[arg(long, default_value_t = 8)]
+        threads: usize,
+        #[arg(long, default_value_t = 2.0)]
+        secs: f64,
+    },
+    /// Two threads pass a token ROUNDS times; prints the round-trip p50/p99.
+    Pingpong {
+        #[arg(long, default_value_t = 20_000)]
+        rounds: usize,
+    },
+    /// A recursive spawn/join tree of depth DEPTH (fib-shaped, as in
+    /// "Concurrency in Go"); each leaf spins LEAF_US. Prints the makespan.
+    Forkjoin {
+        #[arg(long, default_value_t = 10)]
+        depth: u32,
+        #[arg(long, default_value_t = 200)]
+        leaf_us: u64,
+    },
+}
+
+/// CPU time this thread has used.
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Busy samples per CPU, shared by all threads of a workload.
+struct Samples(Vec<AtomicU64>);
+
+impl Samples {
+    fn new() -> Arc<Self> {
+        let n = thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .max(1);
+        Arc::new(Self((0..n.max(64)).map(|_| AtomicU64::new(0)).collect()))
+    }
+
+    /// Spin until this thread has used `d` of CPU time, sampling the CPU
+    /// it runs on every few microseconds.
+    fn spin(&self, d: Duration) {
+        let end = thread_cpu_time() + d;
+        while thread_cpu_time() < end {
+            let cpu = unsafe { libc::sched_getcpu() };
+            if let Some(c) = self.0.get(cpu.max(0) as usize) {
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+            for _ in 0..200 {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// `cpus_used=N share=a,b,c,...` over the online CPUs.
+    fn report(&self) -> String {
+        let ncpu = thread::available_parallelism().map_or(1, |n| n.get());
+        let v: Vec<u64> = self.0[..ncpu]
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        let total = v.iter().sum::<u64>().max(1) as f64;
+        let share: Vec<String> = v
+            .iter()
+            .map(|&x| format!("{:.3}", x as f64 / total))
+            .collect();
+        format!(
+            "cpus_used={} share={}",
+            v.iter().filter(|&&x| x > 0).count(),
+            share.join(",")
+        )
+    }
+}
+
+/// A one-shot start gate: threads sleep on a futex until `open`.
+struct Gate(AtomicU32);
+
+impl Gate {
+    fn wait(&self) {
+        while self.0.load(Ordering::Acquire) == 0 {
+            unsafe {
+                libc::syscall(libc::SYS_futex, self.0.as_ptr(), libc::FUTEX_WAIT, 0, 0);
+            }
+        }
+    }
+
+    fn open(&self) {
+        self.0.store(1, Ordering::Release);
+        unsafe {
+            libc::syscall(libc::SYS_futex, self.0.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
+        }
+    }
+}
+
+fn fanout(threads: usize, busy: Duration, gate: bool) -> String {
+    let s = Samples::new();
+    let g = Arc::new(Gate(AtomicU32::new(u32::from(!gate))));
+    let mut t0 = Instant::now();
+    let hs: Vec<_> = (0..threads)
+        .map(|_| {
+            let (s, g) = (s.clone(), g.clone());
+            thread::spawn(move || {
+                g.wait();
+                s.spin(busy)
+            })
+        })
+        .collect();
+    if gate {
+        t0 = Instant::now();
+        g.open();
+    }
+    for h in hs {
+        h.join().unwrap();
+    }
+    format!(
+        "workload=fanout threads={threads} makespan_ms={} {}",
+        t0.elapsed().as_millis(),
+        s.report()
+    )
+}
+
+fn spin(threads: usize, secs: f64) -> String {
+    let s = Samples::new();
+    let d = Duration::from_secs_f64(secs);
+    let hs: Vec<_> = (0..threads)
+        .map(|_| {
+            let s = s.clone();
+            thread::spawn(move || s.spin(d))
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    format!("workload=spin threads={threads} {}", s.report())
+}
+
+fn pingpong(rounds: usize) -> String {
+    let (to_b, b_rx) = mpsc::sync_channel::<Instant>(0);
+    let (to_a, a_rx) = mpsc::sync_channel::<Instant>(0);
+    let b = thread::spawn(move || {
+        while let Ok(t) = b_rx.recv() {
+            if to_a.send(t).is_err() {
+                break;
+            }
+        }
+    });
+    let mut rtt: Vec<u64> = Vec::with_capacity(rounds);
+    let t0 = Instant::now();
+    for _ in 0..rounds {
+        to_b.send(Instant::now()).unwrap();
+        let sent = a_rx.recv().unwrap();
+        rtt.push(sent.elapsed().as_nanos() as u64);
+    }
+    drop(to_b);
+    b.join().unwrap();
+    rtt.sort_unstable();
+    let pct = |p: f64| rtt[((rtt.len() as f64 - 1.0) * p) as usize] as f64 / 1000.0;
+    format!(
+        "workload=pingpong rounds={rounds} total_ms={} rtt_p50_us={:.1} rtt_p99_us={:.1}",
+        t0.elapsed().as_millis(),
+        pct(0.50),
+        pct(0.99)
+    )
+}
+
+fn forkjoin_node(depth: u32, leaf: Duration, s: &Arc<Samples>) {
+    if depth == 0 {
+        s.spin(leaf);
+        return;
+    }
+    let s2 = s.clone();
+    let h = thread::spawn(move || forkjoin_node(depth - 1, leaf, &s2));
+    forkjoin_node(depth - 1, leaf, s);
+    h.join().unwrap();
+}
+
+fn forkjoin(depth: u32, leaf: Duration) -> String {
+    let s = Samples::new();
+    let t0 = Instant::now();
+    forkjoin_node(depth, leaf, &s);
+    format!(
+        "workload=forkjoin depth={depth} leaves={} makespan_ms={} {}",
+        1u64 << depth,
+        t0.elapsed().as_millis(),
+        s.report()
+    )
+}
+
+fn main() {
+    let line = match Opts::parse().cmd {
+        Cmd::Fanout {
+            threads,
+            busy_ms,
+            gate,
+        } => fanout(threads, Duration::from_millis(busy_ms), gate),
+        Cmd::Spin { threads, secs } => spin(threads, secs),
+        Cmd::Pingpong { rounds } => pingpong(rounds.max(1)),
+        Cmd::Forkjoin { depth, leaf_us } => forkjoin(depth.min(16), Duration::from_micros(leaf_us)),
+    };
+    println!("{line}");
+}

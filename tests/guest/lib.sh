@@ -1,0 +1,33 @@
+# Helpers for the guest-side test scripts (sourced; runs inside vm/run).
+STATE=/sys/kernel/sched_ext/state
+cd /tmp || exit 1
+
+# wait_state WANT SECS: wait until sched_ext's state is WANT.
+wait_state() {
+	local i
+	for i in $(seq $(($2 * 10))); do
+		[ "$(cat $STATE)" = "$1" ] && return 0
+		sleep 0.1
+	done
+	echo "timeout waiting for state $1 (is $(cat $STATE))"
+	return 1
+}
+
+# start_gmp LOG [ARGS]: start scx_gmp in the background; sets GMP_PID.
+start_gmp() {
+	local log=$1
+	shift
+	"$SCX_GMP" "$@" >"$log" 2>&1 &
+	GMP_PID=$!
+	wait_state enabled 60 || { cat "$log"; return 1; }
+}
+
+# stop_gmp: SIGTERM scx_gmp, print its exit code and final stats.
+stop_gmp() {
+	local log=$1
+	kill -TERM "$GMP_PID"
+	wait "$GMP_PID"
+	echo "gmp_exit=$?"
+	wait_state disabled 30
+	grep -A1 '^SCHED ' "$log" | tail -n 2
+}

@@ -1,0 +1,219 @@
+//! End-to-end tests in the sched_ext VM, through `vm/run`.
+//!
+//! They need what `vm/setup` installs (the README's test command runs it);
+//! without it they fail and say so. The boots are serialised: two TCG guests
+//! at once would only slow each other down on a 2-core machine.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Mutex;
+
+static VM: Mutex<()> = Mutex::new(());
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn guest_script(name: &str) -> String {
+    repo().join("tests/guest").join(name).display().to_string()
+}
+
+fn vm_run_env(env: &[(&str, &str)], opts: &[&str], cmd: &[&str]) -> Run {
+    let _one_at_a_time = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let out = Command::new(repo().join("vm/run"))
+        .envs(env.iter().copied())
+        .args(opts)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .expect("cannot execute vm/run");
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert!(
+        run.code != 125 && run.code != 124 || env.iter().any(|(k, _)| *k == "GMP_KERNEL"),
+        "the VM did not run (exit {}); run vm/setup first.\nstderr:\n{}",
+        run.code,
+        run.stderr
+    );
+    run
+}
+
+fn vm_run(opts: &[&str], cmd: &[&str]) -> Run {
+    vm_run_env(&[], opts, cmd)
+}
+
+/// The value of the first `key=value` token on any line.
+fn kv<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    let pat = format!("{key}=");
+    text.split_whitespace()
+        .find_map(|tok| tok.strip_prefix(pat.as_str()))
+}
+
+/// A counter from the `  runnext ... | steal ...` line of `text`.
+fn counter(text: &str, section: &str, name: &str) -> u64 {
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("runnext put="))
+        .unwrap_or_else(|| panic!("no counters line in:\n{text}"));
+    scx_gmp::stats::field(line, section, name)
+        .unwrap_or_else(|| panic!("no {section} {name}= in {line}"))
+}
+
+// ---- the harness (vm/run) -------------------------------------------------
+
+#[test]
+fn harness_boots_sched_ext_kernel_with_requested_cpus() {
+    let r = vm_run(
+        &["--cpus", "3"],
+        &["sh", "-c", "cat /sys/kernel/sched_ext/state; nproc"],
+    );
+    assert_eq!(r.code, 0, "stderr: {}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines, ["disabled", "3"], "stdout: {}", r.stdout);
+    assert!(
+        r.stderr.contains("with TCG") || r.stderr.contains("with KVM"),
+        "vm/run must say which accelerator it used: {}",
+        r.stderr
+    );
+}
+
+#[test]
+fn harness_returns_command_exit_codes() {
+    let r = vm_run(&[], &["false"]);
+    assert_eq!(r.code, 1, "stderr: {}", r.stderr);
+    let r = vm_run(&[], &["sh", "-c", "echo out; echo err >&2; exit 7"]);
+    assert_eq!(r.code, 7, "stderr: {}", r.stderr);
+    assert_eq!(r.stdout.trim(), "out");
+    assert!(r.stderr.contains("err"));
+}
+
+#[test]
+fn harness_missing_kernel_is_one_clear_line() {
+    let r = vm_run_env(&[("GMP_KERNEL", "/nonexistent/vmlinuz")], &[], &["true"]);
+    assert_eq!(r.code, 125);
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "stderr: {}", r.stderr);
+    assert!(lines[0].contains("no kernel image at /nonexistent/vmlinuz"));
+}
+
+// ---- the BPF scheduler ----------------------------------------------------
+
+#[test]
+fn scheduler_loads_refuses_and_unloads_on_sigterm() {
+    let r = vm_run(
+        &[],
+        &[
+            "bash",
+            &guest_script("lifecycle.sh"),
+            env!("CARGO_BIN_EXE_scx_gmp"),
+        ],
+    );
+    let out = &r.stdout;
+    assert_eq!(r.code, 0, "stdout:\n{out}\nstderr:\n{}", r.stderr);
+    assert_eq!(kv(out, "before"), Some("disabled"), "{out}");
+    assert_eq!(kv(out, "state"), Some("enabled"), "{out}");
+    assert!(
+        kv(out, "ops").is_some_and(|o| o.starts_with("gmp")),
+        "{out}"
+    );
+    assert_eq!(kv(out, "gmp_exit"), Some("0"), "{out}");
+    assert_eq!(kv(out, "after"), Some("disabled"), "{out}");
+    // Refusals: one clear line and a non-zero exit.
+    assert_eq!(kv(out, "nonroot_exit"), Some("1"), "{out}");
+    assert!(out.contains("scx_gmp: error: must run as root"), "{out}");
+    assert_eq!(kv(out, "second_exit"), Some("1"), "{out}");
+    assert!(
+        out.contains("scx_gmp: error: another sched_ext scheduler is loaded"),
+        "{out}"
+    );
+    assert_eq!(kv(out, "badarg_exit"), Some("2"), "{out}");
+    assert!(out.contains("--slice-us"), "{out}");
+}
+
+#[test]
+fn scheduler_survives_scx_ci_stress_ng_run() {
+    let r = vm_run(
+        &[],
+        &[
+            "bash",
+            &guest_script("survival.sh"),
+            env!("CARGO_BIN_EXE_scx_gmp"),
+        ],
+    );
+    let out = &r.stdout;
+    assert_eq!(r.code, 0, "stdout:\n{out}\nstderr:\n{}", r.stderr);
+    assert_eq!(kv(out, "stress_exit"), Some("0"), "{out}");
+    assert_eq!(kv(out, "state_after_stress"), Some("enabled"), "{out}");
+    assert_eq!(kv(out, "gmp_exit"), Some("0"), "{out}");
+    let dmesg: Vec<&str> = out.lines().filter(|l| l.starts_with("dmesg:")).collect();
+    assert!(dmesg.iter().any(|l| l.contains("enabled")), "{out}");
+    assert!(
+        dmesg
+            .iter()
+            .all(|l| !l.contains("disabled") || l.contains("unregistered from user space")),
+        "scx_gmp was ejected: {dmesg:#?}"
+    );
+    assert!(counter(out, "steal", "ok") > 0, "{out}");
+}
+
+#[test]
+fn scheduler_applies_each_go_rule() {
+    let r = vm_run(
+        &["--cpus", "4"],
+        &[
+            "bash",
+            &guest_script("rules.sh"),
+            env!("CARGO_BIN_EXE_scx_gmp"),
+            env!("CARGO_BIN_EXE_gmp-load"),
+        ],
+    );
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let phase = |name: &str| -> String {
+        let start = r
+            .stdout
+            .find(&format!("== phase {name}"))
+            .unwrap_or_else(|| panic!("no phase {name} in:\n{}", r.stdout));
+        let rest = &r.stdout[start + 1..];
+        rest[..rest.find("== phase").unwrap_or(rest.len())].to_string()
+    };
+
+    // 1000 threads from one: the LRQ overflows to the global queue, idle
+    // CPUs steal, and the work spreads over every CPU.
+    let fan = phase("fanout");
+    assert_eq!(kv(&fan, "gmp_exit"), Some("0"), "{fan}");
+    assert!(counter(&fan, "overflow", "overflow") > 0, "{fan}");
+    assert!(counter(&fan, "steal", "ok") > 0, "{fan}");
+    assert!(counter(&fan, "steal", "tasks") > 0, "{fan}");
+    let share: Vec<f64> = kv(&fan, "share")
+        .expect("share=")
+        .split(',')
+        .map(|x| x.parse().unwrap())
+        .collect();
+    assert_eq!(share.len(), 4, "{fan}");
+    assert!(
+        share.iter().all(|&s| s >= 0.10),
+        "work not spread over all CPUs: {share:?}"
+    );
+
+    // More CPU-bound threads than CPUs: slices expire to the global queue,
+    // and the every-61st-tick check takes from it.
+    let spin = phase("spin");
+    assert_eq!(kv(&spin, "gmp_exit"), Some("0"), "{spin}");
+    assert!(counter(&spin, "", "slice-expired") > 0, "{spin}");
+    assert!(counter(&spin, "global", "61tick") > 0, "{spin}");
+
+    // A ping-pong pair runs through runnext.
+    let pp = phase("pingpong");
+    assert_eq!(kv(&pp, "gmp_exit"), Some("0"), "{pp}");
+    assert!(counter(&pp, "runnext", "hit") > 0, "{pp}");
+    assert!(counter(&pp, "runnext", "put") > 0, "{pp}");
+}
