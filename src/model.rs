@@ -1,4 +1,202 @@
-//! The Go scheduling policy as a pure model (no kernel dependency).
+//! The Go scheduling policy as a pure model: Ps with a ring-buffer local run
+//! queue and a `runnext` slot, the global run queue, `schedtick`, spinning
+//! and idle Ps. No kernel dependency; time is whatever the caller says.
+//!
+//! Each rule is one method named after its function in Go's
+//! `src/runtime/proc.go`; the BPF scheduler (`bpf/main.bpf.c`) has a function
+//! of the same name for each. Counters go to a [`Metrics`], the record every
+//! mode reports.
+
+use std::collections::VecDeque;
+
+use crate::stats::Metrics;
+
+/// A task (Go's G): an index into the model's task table.
+pub type G = u32;
+
+/// Go's constants, each a knob.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// Number of Ps (GOMAXPROCS, the managed CPUs).
+    pub nprocs: usize,
+    /// Capacity of each local run queue (`len(p.runq)`, 256).
+    pub lrq_cap: usize,
+    /// Every Nth schedtick takes one task from the global queue first (61);
+    /// 0 disables the check.
+    pub global_every: u32,
+    /// Rounds of stealing before a P idles (`stealTries`, 4).
+    pub steal_tries: u32,
+    /// Time slice in ns (`forcePreemptNS`, 10 ms).
+    pub slice_ns: u64,
+    /// Floor of an inherited slice in ns (sysmon's 20 us).
+    pub min_slice_ns: u64,
+    /// A victim's runnext is stealable after waiting this long (3 us).
+    pub runnext_grace_ns: u64,
+    /// Seed of the random victim order.
+    pub seed: u64,
+}
+
+impl Params {
+    /// Go's defaults for `nprocs` Ps.
+    pub fn go(nprocs: usize) -> Self {
+        Self {
+            nprocs,
+            lrq_cap: 256,
+            global_every: 61,
+            steal_tries: 4,
+            slice_ns: 10_000_000,
+            min_slice_ns: 20_000,
+            runnext_grace_ns: 3_000,
+            seed: 1,
+        }
+    }
+}
+
+/// Where a task may run (a CPU affinity mask).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Affinity {
+    /// Every P.
+    All,
+    /// A bit per P.
+    Set(Vec<u64>),
+}
+
+impl Affinity {
+    /// Only the Ps in `ps`.
+    pub fn only(ps: &[usize]) -> Self {
+        let words = ps.iter().max().map_or(0, |&m| m / 64 + 1);
+        let mut v = vec![0u64; words];
+        for &p in ps {
+            v[p / 64] |= 1 << (p % 64);
+        }
+        Affinity::Set(v)
+    }
+
+    pub fn allows(&self, p: usize) -> bool {
+        match self {
+            Affinity::All => true,
+            Affinity::Set(v) => v.get(p / 64).is_some_and(|w| w & (1 << (p % 64)) != 0),
+        }
+    }
+}
+
+/// A P's local run queue: Go's fixed ring (`runqhead`, `runqtail`, `runq`).
+#[derive(Clone, Debug)]
+pub struct Lrq {
+    buf: Box<[G]>,
+    head: u32,
+    tail: u32,
+}
+
+impl Lrq {
+    fn new(cap: usize) -> Self {
+        Self {
+            buf: vec![0; cap].into_boxed_slice(),
+            head: 0,
+            tail: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.tail.wrapping_sub(self.head) as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.head == self.tail
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.len() >= self.buf.len()
+    }
+
+    fn slot(&self, i: u32) -> usize {
+        i as usize % self.buf.len()
+    }
+
+    fn push_back(&mut self, g: G) {
+        debug_assert!(!self.is_full());
+        let s = self.slot(self.tail);
+        self.buf[s] = g;
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    fn pop_front(&mut self) -> Option<G> {
+        if self.is_empty() {
+            return None;
+        }
+        let g = self.buf[self.slot(self.head)];
+        self.head = self.head.wrapping_add(1);
+        Some(g)
+    }
+
+    /// The tasks, head first.
+    pub fn iter(&self) -> impl Iterator<Item = G> + '_ {
+        (0..self.len() as u32).map(move |i| self.buf[self.slot(self.head.wrapping_add(i))])
+    }
+
+    /// Remove up to `n` tasks for which `keep_out` holds, from the head,
+    /// into `out`; the others stay in order.
+    fn take_where(&mut self, n: usize, out: &mut Vec<G>, mut take: impl FnMut(G) -> bool) {
+        let len = self.len() as u32;
+        let mut kept = 0u32;
+        let mut got = 0;
+        for i in 0..len {
+            let g = self.buf[self.slot(self.head.wrapping_add(i))];
+            if got < n && take(g) {
+                out.push(g);
+                got += 1;
+            } else {
+                let s = self.slot(self.head.wrapping_add(kept));
+                self.buf[s] = g;
+                kept += 1;
+            }
+        }
+        self.tail = self.head.wrapping_add(kept);
+    }
+}
+
+/// A processor: a CPU the scheduler manages.
+#[derive(Clone, Debug)]
+pub struct P {
+    pub runq: Lrq,
+    pub runnext: Option<G>,
+    /// When `runnext` was last filled (ns).
+    pub runnext_at: u64,
+    /// Tasks started that did not inherit a slice.
+    pub schedtick: u64,
+    /// When the current (possibly shared) slice began (ns).
+    pub tick_start: u64,
+    pub spinning: bool,
+    pub idle: bool,
+}
+
+/// What `schedule` decided for a P: run `g` for `slice_ns`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub g: G,
+    pub slice_ns: u64,
+    /// `g` came from runnext and shares the slice of the task before it.
+    pub inherit: bool,
+}
+
+/// The scheduler state (Go's `sched` plus `allp`).
+#[derive(Clone, Debug)]
+pub struct Sched {
+    pub params: Params,
+    pub ps: Vec<P>,
+    /// The global run queue (`sched.runq`).
+    pub runq: VecDeque<G>,
+    pub nmspinning: usize,
+    pub npidle: usize,
+    /// Idle Ps, the most recently idled last (Go's `sched.pidle` list).
+    pidle: Vec<usize>,
+    /// Cumulative counters, one per rule.
+    pub stats: Metrics,
+    affinity: Vec<Affinity>,
+    coprimes: Vec<u32>,
+    rng: u64,
+    grab: Vec<G>,
+}
 
 /// proc.go randomOrder.reset: the strides coprime with `count`, so a walk
 /// `pos = (pos + inc) % count` visits every P once.
@@ -10,4 +208,550 @@ pub fn coprimes(count: u32) -> Vec<u32> {
         a
     }
     (1..=count.max(1)).filter(|&i| gcd(i, count) == 1).collect()
+}
+
+impl Sched {
+    /// A scheduler whose Ps all start idle.
+    pub fn new(params: Params) -> Self {
+        assert!(params.nprocs > 0, "at least one P");
+        assert!(params.lrq_cap >= 2, "an LRQ holds at least 2 tasks");
+        let ps = (0..params.nprocs)
+            .map(|_| P {
+                runq: Lrq::new(params.lrq_cap),
+                runnext: None,
+                runnext_at: 0,
+                schedtick: 0,
+                tick_start: 0,
+                spinning: false,
+                idle: true,
+            })
+            .collect();
+        Self {
+            coprimes: coprimes(params.nprocs as u32),
+            rng: params.seed ^ 0x9e37_79b9_7f4a_7c15,
+            npidle: params.nprocs,
+            pidle: (0..params.nprocs).rev().collect(),
+            stats: Metrics {
+                gomaxprocs: params.nprocs as u64,
+                ..Default::default()
+            },
+            params,
+            ps,
+            runq: VecDeque::new(),
+            nmspinning: 0,
+            affinity: Vec::new(),
+            grab: Vec::new(),
+        }
+    }
+
+    /// Register a task (Go's `newproc` allocating a G).
+    pub fn new_g(&mut self, aff: Affinity) -> G {
+        self.affinity.push(aff);
+        (self.affinity.len() - 1) as G
+    }
+
+    pub fn set_affinity(&mut self, g: G, aff: Affinity) {
+        self.affinity[g as usize] = aff;
+    }
+
+    pub fn may_run(&self, g: G, p: usize) -> bool {
+        self.affinity[g as usize].allows(p)
+    }
+
+    /// proc.go cheaprand: a seedable xorshift64*.
+    fn cheaprand(&mut self) -> u32 {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        (self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
+    }
+
+    /// proc.go runqput: put `g` in `p`'s runnext (`next`, displacing the old
+    /// runnext to the LRQ tail) or at the LRQ tail; a full LRQ overflows.
+    pub fn runqput(&mut self, p: usize, mut g: G, next: bool, now: u64) {
+        let pp = &mut self.ps[p];
+        if next {
+            pp.runnext_at = now;
+            self.stats.runnext_put += 1;
+            match pp.runnext.replace(g) {
+                None => return,
+                Some(old) => {
+                    self.stats.runnext_kick += 1;
+                    g = old;
+                }
+            }
+        }
+        if pp.runq.is_full() {
+            self.runqputslow(p, g);
+        } else {
+            pp.runq.push_back(g);
+            self.stats.lrq_put += 1;
+        }
+    }
+
+    /// proc.go runqputslow: move half of `p`'s full LRQ, from its head, and
+    /// `g` to the global queue tail as one batch.
+    pub fn runqputslow(&mut self, p: usize, g: G) {
+        let pp = &mut self.ps[p];
+        let n = pp.runq.len() / 2;
+        for _ in 0..n {
+            let x = pp.runq.pop_front().expect("half of a full LRQ");
+            self.runq.push_back(x);
+        }
+        self.runq.push_back(g);
+        self.stats.overflow += 1;
+        self.stats.overflow_tasks += n as u64;
+        self.stats.global_put += n as u64 + 1;
+    }
+
+    /// proc.go globrunqput: put `g` at the global queue tail (a slice that
+    /// ran out, a yield, a task with nowhere else to go).
+    pub fn globrunqput(&mut self, g: G) {
+        self.runq.push_back(g);
+        self.stats.global_put += 1;
+    }
+
+    /// proc.go runqget: runnext first (the task inherits the slice), then
+    /// the LRQ head.
+    pub fn runqget(&mut self, p: usize) -> Option<(G, bool)> {
+        let pp = &mut self.ps[p];
+        if let Some(g) = pp.runnext.take() {
+            self.stats.runnext_hit += 1;
+            return Some((g, true));
+        }
+        let g = pp.runq.pop_front()?;
+        self.stats.lrq_get += 1;
+        Some((g, false))
+    }
+
+    /// proc.go globrunqget: take one task from the global queue head (the
+    /// first that may run on `p`).
+    pub fn globrunqget(&mut self, p: usize) -> Option<G> {
+        let i = self.runq.iter().position(|&g| self.may_run(g, p))?;
+        self.runq.remove(i)
+    }
+
+    /// proc.go globrunqgetbatch: take n = min(len, len/nprocs + 1, cap/2)
+    /// tasks from the global queue; run the first, queue the rest on `p`.
+    pub fn globrunqgetbatch(&mut self, p: usize) -> Option<G> {
+        let len = self.runq.len();
+        if len == 0 {
+            return None;
+        }
+        let n = len
+            .min(len / self.params.nprocs + 1)
+            .min(self.params.lrq_cap / 2);
+        let mut first = None;
+        let mut got = 0;
+        let mut i = 0;
+        while got < n && i < self.runq.len() {
+            let g = self.runq[i];
+            if !self.may_run(g, p) {
+                i += 1;
+                continue;
+            }
+            self.runq.remove(i);
+            got += 1;
+            if first.is_none() {
+                first = Some(g);
+            } else if self.ps[p].runq.is_full() {
+                self.runqputslow(p, g);
+            } else {
+                self.ps[p].runq.push_back(g);
+            }
+        }
+        if first.is_some() {
+            self.stats.global_batch += 1;
+            self.stats.global_batch_tasks += got as u64;
+        }
+        first
+    }
+
+    /// proc.go runqgrab: take ceil(n/2) of `victim`'s LRQ (those that may
+    /// run on `thief`) into `self.grab`; with an empty LRQ and
+    /// `stealnext`, its runnext once that has waited the grace period.
+    pub fn runqgrab(&mut self, thief: usize, victim: usize, stealnext: bool, now: u64) -> usize {
+        let mut out = std::mem::take(&mut self.grab);
+        out.clear();
+        let n = self.ps[victim].runq.len();
+        if n > 0 {
+            let aff = &self.affinity;
+            self.ps[victim]
+                .runq
+                .take_where(n - n / 2, &mut out, |g| aff[g as usize].allows(thief));
+        } else if stealnext {
+            let vp = &self.ps[victim];
+            if let Some(g) = vp.runnext {
+                if now.saturating_sub(vp.runnext_at) >= self.params.runnext_grace_ns
+                    && self.may_run(g, thief)
+                {
+                    self.ps[victim].runnext = None;
+                    out.push(g);
+                    self.stats.stolen_runnext += 1;
+                }
+            }
+        }
+        let got = out.len();
+        self.grab = out;
+        got
+    }
+
+    /// proc.go runqsteal: grab from `victim`, run the first task, queue the
+    /// rest on `thief`.
+    pub fn runqsteal(
+        &mut self,
+        thief: usize,
+        victim: usize,
+        stealnext: bool,
+        now: u64,
+    ) -> Option<G> {
+        self.stats.steal_try += 1;
+        let got = self.runqgrab(thief, victim, stealnext, now);
+        if got == 0 {
+            return None;
+        }
+        self.stats.steal_ok += 1;
+        self.stats.stolen_tasks += got as u64;
+        let grab = std::mem::take(&mut self.grab);
+        for &g in &grab[1..] {
+            self.ps[thief].runq.push_back(g);
+        }
+        let first = grab[0];
+        self.grab = grab;
+        Some(first)
+    }
+
+    /// proc.go stealWork: `steal_tries` rounds over the other, non-idle Ps
+    /// in a random coprime-stride order; runnext only in the last round.
+    pub fn steal_work(&mut self, p: usize, now: u64) -> Option<G> {
+        let count = self.params.nprocs as u32;
+        for round in 0..self.params.steal_tries {
+            let last = round + 1 == self.params.steal_tries;
+            let r = self.cheaprand();
+            let mut pos = r % count;
+            let inc = self.coprimes[((r / count) as usize) % self.coprimes.len()];
+            for _ in 0..count {
+                let victim = pos as usize;
+                pos = (pos + inc) % count;
+                if victim == p || self.ps[victim].idle {
+                    continue;
+                }
+                if let Some(g) = self.runqsteal(p, victim, last, now) {
+                    return Some(g);
+                }
+            }
+        }
+        None
+    }
+
+    /// proc.go findRunnable: the 61st-tick global check, runnext, the LRQ,
+    /// a global batch, then stealing by a spinning P.
+    pub fn find_runnable(&mut self, p: usize, now: u64) -> Option<(G, bool)> {
+        let every = self.params.global_every as u64;
+        if every != 0 && self.ps[p].schedtick % every == 0 && !self.runq.is_empty() {
+            if let Some(g) = self.globrunqget(p) {
+                self.stats.global_61 += 1;
+                return Some((g, false));
+            }
+        }
+        if let Some(r) = self.runqget(p) {
+            return Some(r);
+        }
+        if let Some(g) = self.globrunqgetbatch(p) {
+            return Some((g, false));
+        }
+        // Spin only while 2*nmspinning < busy Ps.
+        if !self.ps[p].spinning && 2 * self.nmspinning < self.params.nprocs - self.npidle {
+            self.ps[p].spinning = true;
+            self.nmspinning += 1;
+            self.stats.spins += 1;
+        }
+        if self.ps[p].spinning {
+            return self.steal_work(p, now).map(|g| (g, false));
+        }
+        None
+    }
+
+    /// proc.go wakep: if no P is spinning, wake an idle one to spin. Returns
+    /// the P to start.
+    pub fn wakep(&mut self) -> Option<usize> {
+        if self.nmspinning != 0 {
+            return None;
+        }
+        let p = self.pidleget()?;
+        self.ps[p].spinning = true;
+        self.nmspinning += 1;
+        self.stats.kicks += 1;
+        Some(p)
+    }
+
+    /// proc.go pidleget: take the most recently idled P.
+    fn pidleget(&mut self) -> Option<usize> {
+        let p = self.pidle.pop()?;
+        self.ps[p].idle = false;
+        self.npidle -= 1;
+        Some(p)
+    }
+
+    /// Take `p` off the idle list to run (the caller has work for it).
+    pub fn pidleremove(&mut self, p: usize) {
+        if let Some(i) = self.pidle.iter().position(|&x| x == p) {
+            self.pidle.remove(i);
+            self.ps[p].idle = false;
+            self.npidle -= 1;
+        }
+    }
+
+    /// proc.go resetspinning: `p` stops spinning.
+    fn stop_spinning(&mut self, p: usize) -> bool {
+        if !self.ps[p].spinning {
+            return false;
+        }
+        self.ps[p].spinning = false;
+        self.nmspinning -= 1;
+        true
+    }
+
+    /// proc.go schedule + execute: find `p`'s next task and its slice, or
+    /// idle `p`. The second value is a P that `wakep` woke, to start too.
+    pub fn schedule(&mut self, p: usize, now: u64) -> (Option<Run>, Option<usize>) {
+        debug_assert!(!self.ps[p].idle, "an idle P does not schedule");
+        let found = self.find_runnable(p, now);
+        let was_spinning = self.stop_spinning(p);
+        let Some((g, inherit)) = found else {
+            self.ps[p].idle = true;
+            self.npidle += 1;
+            self.pidle.push(p);
+            self.stats.idle += 1;
+            return (None, None);
+        };
+        // A P that found work while spinning lets another take up the search.
+        let woke = if was_spinning { self.wakep() } else { None };
+        (Some(self.execute(p, g, inherit, now)), woke)
+    }
+
+    /// proc.go execute: a task that did not inherit starts a new schedtick
+    /// and a full slice; an inheriting one gets what is left.
+    pub fn execute(&mut self, p: usize, g: G, inherit: bool, now: u64) -> Run {
+        let pp = &mut self.ps[p];
+        let slice_ns = if inherit {
+            let used = now.saturating_sub(pp.tick_start);
+            self.params
+                .slice_ns
+                .saturating_sub(used)
+                .max(self.params.min_slice_ns)
+        } else {
+            pp.schedtick += 1;
+            pp.tick_start = now;
+            self.params.slice_ns
+        };
+        Run {
+            g,
+            slice_ns,
+            inherit,
+        }
+    }
+
+    /// The retake path (sysmon -> gopreempt_m): `g`'s slice ran out.
+    pub fn slice_expired(&mut self, g: G) {
+        self.stats.slice_expired += 1;
+        self.globrunqput(g);
+    }
+
+    /// proc.go goschedImpl: `g` yields to the global queue.
+    pub fn gosched(&mut self, g: G) {
+        self.stats.yields += 1;
+        self.globrunqput(g);
+    }
+
+    /// Go's schedtrace fields and the counters, as every mode reports them.
+    pub fn metrics(&self, uptime_ms: u64, threads: u64) -> Metrics {
+        Metrics {
+            uptime_ms,
+            gomaxprocs: self.params.nprocs as u64,
+            idleprocs: self.npidle as u64,
+            threads,
+            spinningthreads: self.nmspinning as u64,
+            runqueue: self.runq.len() as u64,
+            lrq: self.ps.iter().map(|p| p.runq.len() as u64).collect(),
+            ..self.stats.clone()
+        }
+    }
+
+    /// Every queued task: runnexts, LRQs and the global queue.
+    pub fn queued(&self) -> impl Iterator<Item = G> + '_ {
+        self.ps
+            .iter()
+            .flat_map(|p| p.runnext.into_iter().chain(p.runq.iter()))
+            .chain(self.runq.iter().copied())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn busy(nprocs: usize) -> Sched {
+        let mut s = Sched::new(Params::go(nprocs));
+        for p in 0..nprocs {
+            s.pidleremove(p);
+        }
+        s
+    }
+
+    #[test]
+    fn coprimes_walk_visits_every_p_once() {
+        for count in 1..=12u32 {
+            for &inc in &coprimes(count) {
+                let mut seen = vec![false; count as usize];
+                let mut pos = 3 % count;
+                for _ in 0..count {
+                    assert!(!seen[pos as usize], "count {count} inc {inc}");
+                    seen[pos as usize] = true;
+                    pos = (pos + inc) % count;
+                }
+            }
+        }
+        assert_eq!(coprimes(4), [1, 3]);
+    }
+
+    #[test]
+    fn runqput_next_displaces_old_runnext_to_lrq_tail() {
+        let mut s = busy(1);
+        let (a, b, c) = (
+            s.new_g(Affinity::All),
+            s.new_g(Affinity::All),
+            s.new_g(Affinity::All),
+        );
+        s.runqput(0, a, false, 0);
+        s.runqput(0, b, true, 0);
+        s.runqput(0, c, true, 0);
+        assert_eq!(s.ps[0].runnext, Some(c));
+        assert_eq!(s.ps[0].runq.iter().collect::<Vec<_>>(), [a, b]);
+        assert_eq!(s.runqget(0), Some((c, true)));
+        assert_eq!(s.runqget(0), Some((a, false)));
+        assert_eq!(s.stats.runnext_kick, 1);
+    }
+
+    #[test]
+    fn full_lrq_moves_half_and_the_task_to_global() {
+        let mut s = busy(2);
+        let gs: Vec<G> = (0..257).map(|_| s.new_g(Affinity::All)).collect();
+        for &g in &gs[..256] {
+            s.runqput(0, g, false, 0);
+        }
+        assert!(s.ps[0].runq.is_full());
+        s.runqput(0, gs[256], false, 0);
+        assert_eq!(s.ps[0].runq.len(), 128);
+        let global: Vec<G> = s.runq.iter().copied().collect();
+        let mut want: Vec<G> = gs[..128].to_vec();
+        want.push(gs[256]);
+        assert_eq!(global, want, "the LRQ head half, then the new task");
+        assert_eq!(s.stats.overflow, 1);
+        assert_eq!(s.stats.overflow_tasks, 128);
+    }
+
+    #[test]
+    fn steal_takes_ceil_half_seven_leaves_three() {
+        let mut s = busy(2);
+        let gs: Vec<G> = (0..7).map(|_| s.new_g(Affinity::All)).collect();
+        for &g in &gs {
+            s.runqput(0, g, false, 0);
+        }
+        let got = s.runqsteal(1, 0, false, 0);
+        assert_eq!(got, Some(gs[0]), "the thief runs the victim's head");
+        assert_eq!(s.ps[0].runq.len(), 3);
+        assert_eq!(s.ps[1].runq.iter().collect::<Vec<_>>(), gs[1..4]);
+        assert_eq!(s.stats.stolen_tasks, 4);
+        // One task: ceil(1/2) = 1, so a lone task still moves.
+        let mut s = busy(2);
+        let g = s.new_g(Affinity::All);
+        s.runqput(0, g, false, 0);
+        assert_eq!(s.runqsteal(1, 0, false, 0), Some(g));
+    }
+
+    #[test]
+    fn steal_skips_tasks_that_may_not_run_on_the_thief() {
+        let mut s = busy(2);
+        let pinned = s.new_g(Affinity::only(&[0]));
+        let free = s.new_g(Affinity::All);
+        s.runqput(0, pinned, false, 0);
+        s.runqput(0, free, false, 0);
+        assert_eq!(s.runqsteal(1, 0, false, 0), Some(free));
+        assert_eq!(s.ps[0].runq.iter().collect::<Vec<_>>(), [pinned]);
+        assert_eq!(s.runqsteal(1, 0, true, 10_000), None);
+    }
+
+    #[test]
+    fn runnext_is_stolen_only_in_the_last_round_after_the_grace() {
+        let mut s = busy(2);
+        let g = s.new_g(Affinity::All);
+        s.runqput(0, g, true, 1_000);
+        assert_eq!(
+            s.runqsteal(1, 0, false, 10_000),
+            None,
+            "not before the last round"
+        );
+        assert_eq!(s.runqsteal(1, 0, true, 2_000), None, "not within 3 us");
+        assert_eq!(s.runqsteal(1, 0, true, 4_000), Some(g));
+        assert_eq!(s.stats.stolen_runnext, 1);
+    }
+
+    #[test]
+    fn every_61st_tick_takes_from_global_even_with_local_work() {
+        let mut s = busy(1);
+        let local = s.new_g(Affinity::All);
+        let global = s.new_g(Affinity::All);
+        s.runqput(0, local, false, 0);
+        s.globrunqput(global);
+        s.ps[0].schedtick = 60;
+        assert_eq!(s.find_runnable(0, 0), Some((local, false)));
+        s.runqput(0, local, false, 0);
+        s.ps[0].schedtick = 61;
+        assert_eq!(s.find_runnable(0, 0), Some((global, false)));
+        assert_eq!(s.stats.global_61, 1);
+    }
+
+    #[test]
+    fn global_batch_is_min_len_share_and_half_cap() {
+        let mut s = busy(4);
+        for _ in 0..400 {
+            let g = s.new_g(Affinity::All);
+            s.globrunqput(g);
+        }
+        s.ps[0].schedtick = 1;
+        // min(400, 400/4 + 1, 128) = 101: one runs, 100 queue locally.
+        assert!(s.find_runnable(0, 0).is_some());
+        assert_eq!(s.ps[0].runq.len(), 100);
+        assert_eq!(s.runq.len(), 299);
+        assert_eq!(s.stats.global_batch_tasks, 101);
+    }
+
+    #[test]
+    fn runnext_inherits_what_is_left_of_the_slice() {
+        let mut s = busy(1);
+        let (a, b) = (s.new_g(Affinity::All), s.new_g(Affinity::All));
+        s.runqput(0, a, false, 0);
+        let (run, _) = s.schedule(0, 0);
+        assert_eq!(run.unwrap().slice_ns, 10_000_000);
+        s.runqput(0, b, true, 4_000_000);
+        let (run, _) = s.schedule(0, 4_000_000);
+        let run = run.unwrap();
+        assert_eq!((run.g, run.inherit, run.slice_ns), (b, true, 6_000_000));
+        assert_eq!(
+            s.ps[0].schedtick, 1,
+            "an inherited slice is no new schedtick"
+        );
+    }
+
+    #[test]
+    fn wakep_wakes_one_idle_p_only_while_none_spins() {
+        let mut s = Sched::new(Params::go(4));
+        s.pidleremove(0);
+        let w = s.wakep();
+        assert!(w.is_some() && w != Some(0));
+        assert_eq!(s.wakep(), None, "one spinning P at a time");
+        assert_eq!(s.nmspinning, 1);
+        assert_eq!(s.npidle, 2);
+    }
 }
