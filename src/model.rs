@@ -448,7 +448,7 @@ impl Sched {
     /// a global batch, then stealing by a spinning P.
     pub fn find_runnable(&mut self, p: usize, now: u64) -> Option<(G, bool)> {
         let every = self.params.global_every as u64;
-        if every != 0 && self.ps[p].schedtick % every == 0 && !self.runq.is_empty() {
+        if every != 0 && self.ps[p].schedtick.is_multiple_of(every) && !self.runq.is_empty() {
             if let Some(g) = self.globrunqget(p) {
                 self.stats.global_61 += 1;
                 return Some((g, false));
