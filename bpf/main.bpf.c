@@ -273,7 +273,12 @@ __hidden void runqputslow_flush(s32 cpu)
 	stat_add(GMP_STAT_GLOBAL_PUT, *moved);
 }
 
-/* runqget: proc.go runqget - runnext first (inherits the slice), then the LRQ head. */
+/*
+ * runqget: proc.go runqget - runnext first (inherits the slice), then the LRQ
+ * head. A runnext task that would inherit less than min_slice_ns is preempted
+ * to the GRQ instead, as sysmon's retake would do within 20 us in Go: so a
+ * ping-pong pair cannot hold a CPU beyond one slice.
+ */
 static bool runqget(s32 cpu, struct gmp_cpu *c)
 {
 	struct task_struct *p;
@@ -285,7 +290,15 @@ static bool runqget(s32 cpu, struct gmp_cpu *c)
 
 		if (!tctx || !may_run(p, cpu))
 			continue;
-		scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, left > min_slice_ns ? left : min_slice_ns);
+		if (left < min_slice_ns) {
+			scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, slice_ns);
+			if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, GMP_DSQ_GRQ, 0)) {
+				stat_add(GMP_STAT_SLICE_EXPIRED, 1);
+				stat_add(GMP_STAT_GLOBAL_PUT, 1);
+			}
+			break;
+		}
+		scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, left);
 		tctx->inherit = true;
 		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
 			stat_add(GMP_STAT_RUNNEXT_HIT, 1);

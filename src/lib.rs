@@ -5,4 +5,5 @@
 //! policy model and the deterministic simulator that drives it.
 
 pub mod model;
+pub mod sim;
 pub mod stats;

@@ -18,32 +18,33 @@ use scx_gmp::stats::Metrics;
 pub struct PolicyOpts {
     /// Time slice in microseconds (Go's forcePreemptNS = 10 ms). A task whose
     /// slice runs out goes to the tail of the global run queue.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=1_000_000))]
+    #[arg(long, global = true, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=1_000_000))]
     pub slice_us: u64,
 
     /// Capacity of each CPU's local run queue (Go: 256). A put into a full
     /// queue moves half of it, plus the task, to the global queue.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(2..=65_536))]
+    #[arg(long, global = true, default_value_t = 256, value_parser = clap::value_parser!(u32).range(2..=65_536))]
     pub lrq_cap: u32,
 
     /// Every Nth schedtick a CPU takes one task from the global queue before
     /// its own (Go: 61). 0 disables the check.
-    #[arg(long, default_value_t = 61, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    #[arg(long, global = true, default_value_t = 61, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub global_every: u32,
 
     /// Rounds of work stealing over all other CPUs before a CPU idles (Go's
     /// stealTries: 4). A victim's runnext is only taken in the last round.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, global = true, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub steal_tries: u32,
 
     /// A victim's runnext task may be stolen only after it waited this long,
     /// in microseconds (Go's runqgrab sleeps 3 us).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    #[arg(long, global = true, default_value_t = 3, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub runnext_grace_us: u64,
 
-    /// Smallest slice a runnext task inheriting an almost-spent slice gets,
-    /// in microseconds (Go's sysmon polls at 20 us at the fastest).
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    /// A runnext task that would inherit less than this much of the shared
+    /// slice, in microseconds, is preempted to the global queue instead (Go's
+    /// sysmon retakes a spent slice within 20 us).
+    #[arg(long, global = true, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub min_slice_us: u64,
 }
 
@@ -56,6 +57,9 @@ pub struct PolicyOpts {
 #[derive(Debug, Parser)]
 #[command(name = "scx_gmp", version, about, long_about)]
 struct Opts {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+
     #[command(flatten)]
     policy: PolicyOpts,
 
@@ -81,6 +85,140 @@ struct Opts {
     /// Verbose output, including the libbpf log.
     #[arg(short, long)]
     verbose: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Cmd {
+    /// Run the policy in the deterministic simulator instead of the kernel
+    /// (no root, no sched_ext needed): Go's schedtrace lines, then makespan,
+    /// per-CPU busy share, steals and 61-tick takes. The policy options above
+    /// apply.
+    Sim(SimOpts),
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Workload {
+    /// One task spawns --tasks tasks of --task-us each, then joins them.
+    Fanout,
+    /// A recursive spawn/join tree of --depth, leaves of --task-us.
+    Fib,
+    /// --pairs ping-pong pairs, --rounds hand-offs of --task-us each.
+    Pingpong,
+    /// --tasks CPU-bound tasks of --task-us each.
+    Spin,
+    /// All of the above at once, plus yielding and sleeping tasks.
+    Mixed,
+}
+
+#[derive(Debug, clap::Args)]
+struct SimOpts {
+    /// The workload to simulate.
+    #[arg(long, value_enum, default_value_t = Workload::Fanout)]
+    workload: Workload,
+    /// Simulated CPUs (Go's Ps).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=512))]
+    procs: u32,
+    /// Tasks of the fanout and spin workloads.
+    #[arg(long, default_value_t = 8000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    tasks: u32,
+    /// CPU time of each task, leaf or hand-off, in microseconds.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    task_us: u64,
+    /// Depth of the fib tree (2^depth leaves, about).
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..=22))]
+    depth: u32,
+    /// Ping-pong pairs.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pairs: u32,
+    /// Hand-offs of each ping-pong pair.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    rounds: u32,
+    /// Print a schedtrace line every MS milliseconds of simulated time.
+    #[arg(long, value_name = "MS")]
+    trace_ms: Option<f64>,
+    /// Seed of the random steal order.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn simulate(policy: &PolicyOpts, o: &SimOpts) -> Result<()> {
+    use scx_gmp::model::{Affinity, Params};
+    use scx_gmp::sim::{Config, Sim, Work};
+
+    let trace_ns = match o.trace_ms {
+        None => None,
+        Some(ms) if ms.is_finite() && ms > 0.0 => Some((ms * 1e6).max(1.0) as u64),
+        Some(ms) => bail!("--trace-ms {ms}: must be a positive number of milliseconds"),
+    };
+    let params = Params {
+        nprocs: o.procs as usize,
+        lrq_cap: policy.lrq_cap as usize,
+        global_every: policy.global_every,
+        steal_tries: policy.steal_tries,
+        slice_ns: policy.slice_us * 1000,
+        min_slice_ns: policy.min_slice_us * 1000,
+        runnext_grace_ns: policy.runnext_grace_us * 1000,
+        seed: o.seed,
+    };
+    let ns = o.task_us * 1000;
+    let fanout = Work::FanOut {
+        n: o.tasks,
+        child_ns: ns,
+    };
+    let fib = Work::Fib {
+        depth: o.depth,
+        leaf_ns: ns,
+    };
+    let pairs = (0..o.pairs as usize).map(|i| {
+        let w = Work::PingPong {
+            tx: 2 * i,
+            rx: 2 * i + 1,
+            rounds: o.rounds,
+            work_ns: ns,
+        };
+        (w, Affinity::All)
+    });
+    let all = |w: Work| (w, Affinity::All);
+    let root = match o.workload {
+        Workload::Fanout => fanout,
+        Workload::Fib => fib,
+        Workload::Pingpong => Work::Spawner {
+            children: pairs.collect(),
+        },
+        Workload::Spin => Work::Spawner {
+            children: (0..o.tasks).map(|_| all(Work::Busy { ns })).collect(),
+        },
+        Workload::Mixed => {
+            let mut children: Vec<_> = pairs.collect();
+            children.extend([
+                all(fanout),
+                all(fib),
+                all(Work::Yielder {
+                    rounds: 100,
+                    work_ns: ns,
+                }),
+                all(Work::Sleeper {
+                    rounds: 100,
+                    work_ns: ns,
+                    sleep_ns: 10 * ns,
+                }),
+            ]);
+            Work::Spawner { children }
+        }
+    };
+    let mut cfg = Config::new(params);
+    cfg.trace_ns = trace_ns;
+    let mut sim = Sim::new(cfg);
+    sim.spawn_root(root);
+    let report = sim.run();
+    for line in &report.trace {
+        println!("{line}");
+    }
+    println!("{}", report.summary());
+    if !report.lost.is_empty() {
+        bail!("{} tasks never finished", report.lost.len());
+    }
+    Ok(())
 }
 
 fn check_interval(name: &str, secs: Option<f64>) -> Result<Option<Duration>> {
@@ -145,6 +283,9 @@ fn monitor(intv: Duration, shutdown: Arc<AtomicBool>) -> Result<()> {
 }
 
 fn run(opts: Opts) -> Result<()> {
+    if let Some(Cmd::Sim(sim)) = &opts.cmd {
+        return simulate(&opts.policy, sim);
+    }
     if opts.help_stats {
         bpf::describe_stats()?;
         return Ok(());

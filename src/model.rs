@@ -28,7 +28,8 @@ pub struct Params {
     pub steal_tries: u32,
     /// Time slice in ns (`forcePreemptNS`, 10 ms).
     pub slice_ns: u64,
-    /// Floor of an inherited slice in ns (sysmon's 20 us).
+    /// A runnext task that would inherit less than this (ns) is preempted
+    /// to the global queue instead: sysmon's 20 us resolution.
     pub min_slice_ns: u64,
     /// A victim's runnext is stealable after waiting this long (3 us).
     pub runnext_grace_ns: u64,
@@ -516,7 +517,16 @@ impl Sched {
     /// idle `p`. The second value is a P that `wakep` woke, to start too.
     pub fn schedule(&mut self, p: usize, now: u64) -> (Option<Run>, Option<usize>) {
         debug_assert!(!self.ps[p].idle, "an idle P does not schedule");
-        let found = self.find_runnable(p, now);
+        let found = loop {
+            match self.find_runnable(p, now) {
+                // sysmon's retake: once the shared slice is spent, the runnext
+                // task that would inherit it is preempted to the global queue.
+                Some((g, true)) if self.slice_left(p, now) < self.params.min_slice_ns => {
+                    self.slice_expired(g)
+                }
+                found => break found,
+            }
+        };
         let was_spinning = self.stop_spinning(p);
         let Some((g, inherit)) = found else {
             self.ps[p].idle = true;
@@ -533,14 +543,10 @@ impl Sched {
     /// proc.go execute: a task that did not inherit starts a new schedtick
     /// and a full slice; an inheriting one gets what is left.
     pub fn execute(&mut self, p: usize, g: G, inherit: bool, now: u64) -> Run {
-        let pp = &mut self.ps[p];
         let slice_ns = if inherit {
-            let used = now.saturating_sub(pp.tick_start);
-            self.params
-                .slice_ns
-                .saturating_sub(used)
-                .max(self.params.min_slice_ns)
+            self.slice_left(p, now)
         } else {
+            let pp = &mut self.ps[p];
             pp.schedtick += 1;
             pp.tick_start = now;
             self.params.slice_ns
@@ -550,6 +556,12 @@ impl Sched {
             slice_ns,
             inherit,
         }
+    }
+
+    /// What is left of `p`'s current (possibly shared) slice.
+    pub fn slice_left(&self, p: usize, now: u64) -> u64 {
+        let used = now.saturating_sub(self.ps[p].tick_start);
+        self.params.slice_ns.saturating_sub(used)
     }
 
     /// The retake path (sysmon -> gopreempt_m): `g`'s slice ran out.
@@ -742,6 +754,28 @@ mod tests {
             s.ps[0].schedtick, 1,
             "an inherited slice is no new schedtick"
         );
+    }
+
+    #[test]
+    fn runnext_with_a_spent_slice_is_retaken_to_global() {
+        let mut s = busy(1);
+        let (a, b, c) = (
+            s.new_g(Affinity::All),
+            s.new_g(Affinity::All),
+            s.new_g(Affinity::All),
+        );
+        s.runqput(0, a, false, 0);
+        s.schedule(0, 0);
+        s.runqput(0, c, false, 0);
+        s.runqput(0, b, true, 9_990_000);
+        let (run, _) = s.schedule(0, 9_990_000);
+        assert_eq!(
+            run.unwrap().g,
+            c,
+            "10 us left < 20 us: b is retaken, c runs"
+        );
+        assert_eq!(s.runq.iter().copied().collect::<Vec<_>>(), [b]);
+        assert_eq!(s.stats.slice_expired, 1);
     }
 
     #[test]

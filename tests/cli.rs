@@ -82,3 +82,40 @@ fn help_stats_describes_the_schedtrace_fields() {
         assert!(out.contains(f), "--help-stats lacks {f}:\n{out}");
     }
 }
+
+#[test]
+fn sim_prints_schedtrace_and_a_summary() {
+    let (code, out, err) = scx_gmp(&["sim", "--procs", "4", "--tasks", "2000", "--trace-ms", "10"]);
+    assert_eq!(code, 0, "{err}");
+    let trace: Vec<&str> = out.lines().filter(|l| l.starts_with("SCHED ")).collect();
+    assert!(trace.len() >= 4, "{out}");
+    assert!(
+        trace[0].starts_with("SCHED 10ms: gomaxprocs=4 idleprocs="),
+        "{out}"
+    );
+    assert!(
+        out.contains("makespan_ms=") && out.contains("tasks=2001 lost=0"),
+        "{out}"
+    );
+    for p in 0..4 {
+        assert!(out.contains(&format!("P{p}: busy=")), "{out}");
+    }
+    assert!(out.contains("61-tick takes="), "{out}");
+}
+
+#[test]
+fn sim_takes_the_policy_knobs_and_refuses_bad_ones() {
+    let (code, out, _) = scx_gmp(&["sim", "--lrq-cap", "16", "--tasks", "500"]);
+    assert_eq!(code, 0);
+    let over: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("steals: "))
+        .and_then(|l| scx_gmp::stats::field(l, "", "overflows"))
+        .unwrap();
+    assert!(
+        over > 0,
+        "a 16-slot LRQ must overflow with 500 tasks: {out}"
+    );
+    let (code, _, err) = scx_gmp(&["sim", "--procs", "0"]);
+    assert_eq!(code, 2, "{err}");
+}
