@@ -41,7 +41,7 @@ enum gmp_stat {
 	GMP_STAT_IDLE,		/* find_runnable found nothing: the CPU idles */
 	GMP_STAT_KICK,		/* wakep woke an idle CPU */
 	GMP_STAT_SPIN,		/* a CPU started spinning (looking for work) */
-	GMP_STAT_LOCKED,	/* per-CPU kthreads run on their CPU directly */
+	GMP_STAT_LOCKED,	/* kernel threads run on their CPU directly */
 	GMP_NR_STATS,
 };
 
@@ -51,6 +51,7 @@ struct gmp_cpu {
 	unsigned long long schedtick;	/* tasks started that did not inherit */
 	unsigned long long tick_start;	/* when the current slice began (ns) */
 	unsigned long long runnext_at;	/* when runnext was last filled (ns) */
+	unsigned long long retake_at;	/* when sysmon retakes a spent slice (ns) */
 	unsigned int spinning;		/* this CPU is looking for work */
 	unsigned int ovf_pending;	/* runqputslow's half-LRQ move is due */
 	int snap_lrq;			/* LRQ length, filled by snapshot() */

@@ -162,11 +162,21 @@ static bool stop_spinning(struct gmp_cpu *c)
 	return true;
 }
 
-/* globrunqput: proc.go globrunqput - put @p on the GRQ tail. */
+/*
+ * globrunqput: proc.go globrunqput - put @p on the GRQ tail. A task that may
+ * run on some CPUs only wakes an idle one of those: wakep() may wake a CPU
+ * that cannot take it.
+ */
 static void globrunqput(struct task_struct *p, u64 enq_flags)
 {
 	scx_bpf_dsq_insert(p, GMP_DSQ_GRQ, slice_ns, enq_flags);
 	stat_add(GMP_STAT_GLOBAL_PUT, 1);
+	if (p->nr_cpus_allowed < nr_cpus) {
+		s32 cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+
+		if (cpu >= 0)
+			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	}
 }
 
 /*
@@ -274,10 +284,26 @@ __hidden void runqputslow_flush(s32 cpu)
 }
 
 /*
+ * The slice a runnext task inherits on @c: what is left of the shared slice;
+ * once that is spent, what is left of one min_slice_ns grace for the whole
+ * chain (Go's sysmon notices a spent slice within 20 us: a short task still
+ * finishes, a ping-pong pair loses the CPU). 0: sysmon has retaken it.
+ */
+static u64 inherit_slice(struct gmp_cpu *c, u64 now)
+{
+	u64 used = now - c->tick_start;
+
+	if (used < slice_ns)
+		return slice_ns - used;
+	if (!c->retake_at)
+		c->retake_at = now + min_slice_ns;
+	return c->retake_at > now ? c->retake_at - now : 0;
+}
+
+/*
  * runqget: proc.go runqget - runnext first (inherits the slice), then the LRQ
- * head. A runnext task that would inherit less than min_slice_ns is preempted
- * to the GRQ instead, as sysmon's retake would do within 20 us in Go: so a
- * ping-pong pair cannot hold a CPU beyond one slice.
+ * head. A runnext task whose inherited slice sysmon has already retaken goes
+ * to the GRQ instead: a ping-pong pair cannot hold a CPU beyond one slice.
  */
 static bool runqget(s32 cpu, struct gmp_cpu *c)
 {
@@ -285,12 +311,12 @@ static bool runqget(s32 cpu, struct gmp_cpu *c)
 
 	bpf_for_each(scx_dsq, p, runnext_dsq(cpu), 0) {
 		struct task_ctx *tctx = task_ctx(p);
-		u64 used = scx_bpf_now() - c->tick_start;
-		u64 left = used < slice_ns ? slice_ns - used : 0;
+		u64 left;
 
 		if (!tctx || !may_run(p, cpu))
 			continue;
-		if (left < min_slice_ns) {
+		left = inherit_slice(c, scx_bpf_now());
+		if (!left) {
 			scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, slice_ns);
 			if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, GMP_DSQ_GRQ, 0)) {
 				stat_add(GMP_STAT_SLICE_EXPIRED, 1);
@@ -505,8 +531,13 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 		tctx->yielded = false;
 	}
 
-	/* Per-CPU kthreads run on their CPU directly, like a locked G on its M. */
-	if ((p->flags & PF_KTHREAD) && is_locked(p)) {
+	/*
+	 * Kernel threads are the runtime, not goroutines: like Go's sysmon, which
+	 * runs on an M of its own without a P, they run on their CPU directly.
+	 * Behind thousands of tasks in the Go queues, the kernel's own workers
+	 * (sched_ext's watchdog among them) would wait for seconds.
+	 */
+	if (p->flags & PF_KTHREAD) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
 		stat_add(GMP_STAT_LOCKED, 1);
 		kick_if_other(cpu);
@@ -569,6 +600,7 @@ void BPF_STRUCT_OPS(gmp_running, struct task_struct *p)
 	}
 	c->schedtick++;
 	c->tick_start = scx_bpf_now();
+	c->retake_at = 0;
 }
 
 bool BPF_STRUCT_OPS(gmp_yield, struct task_struct *from, struct task_struct *to)

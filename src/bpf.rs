@@ -8,7 +8,7 @@
     dead_code
 )]
 mod bpf_intf {
-    include!(concat!(env!("OUT_DIR"), "/bpf_intf.rs"));
+    include!(concat!(env!("OUT_DIR"), "/gmp_intf.rs"));
 }
 #[allow(
     clippy::all,
@@ -18,7 +18,7 @@ mod bpf_intf {
     dead_code
 )]
 mod bpf_skel {
-    include!(concat!(env!("OUT_DIR"), "/bpf_skel.rs"));
+    include!(concat!(env!("OUT_DIR"), "/gmp_skel.rs"));
 }
 
 use std::mem::MaybeUninit;
@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{OpenObject, ProgramInput};
+use scx_gmp::stats::server_data;
 use scx_stats::prelude::*;
 use scx_utils::{scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report};
 use scx_utils::{UserExitInfo, NR_CPU_IDS};
@@ -37,29 +38,10 @@ use bpf_skel::*;
 use scx_gmp::model::coprimes;
 use scx_gmp::stats::Metrics;
 
-use crate::PolicyOpts;
-
-/// The stats server: each request is answered with a fresh `Metrics`.
-fn server_data() -> StatsServerData<(), Metrics> {
-    let open: Box<dyn StatsOpener<(), Metrics>> = Box::new(move |(req_ch, res_ch)| {
-        let read: Box<dyn StatsReader<(), Metrics>> = Box::new(move |_args, (req_ch, res_ch)| {
-            req_ch.send(())?;
-            res_ch.recv()?.to_json()
-        });
-        let _ = (req_ch, res_ch);
-        Ok(read)
-    });
-    StatsServerData::new()
-        .add_meta(Metrics::meta())
-        .add_ops("top", StatsOps { open, close: None })
-}
-
-pub fn describe_stats() -> Result<()> {
-    server_data().describe_meta(&mut std::io::stdout(), None)
-}
+use scx_gmp::cli::PolicyOpts;
 
 struct Scheduler<'a> {
-    skel: BpfSkel<'a>,
+    skel: GmpSkel<'a>,
     struct_ops: Option<libbpf_rs::Link>,
     stats_server: StatsServer<(), Metrics>,
     nr_cpus: usize,
@@ -81,7 +63,7 @@ impl<'a> Scheduler<'a> {
             );
         }
 
-        let mut builder = BpfSkelBuilder::default();
+        let mut builder = GmpSkelBuilder::default();
         builder.obj_builder.debug(verbose);
         let mut skel = scx_ops_open!(
             builder,

@@ -4,6 +4,7 @@
 //! record and its Go `schedtrace` rendering (shared by every mode), the pure
 //! policy model and the deterministic simulator that drives it.
 
+pub mod cli;
 pub mod model;
 pub mod sim;
 pub mod stats;

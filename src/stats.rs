@@ -2,6 +2,8 @@
 
 use std::fmt::Write;
 
+use scx_stats::prelude::*;
+
 use scx_stats_derive::stat_doc;
 use scx_stats_derive::Stats;
 use serde::Deserialize;
@@ -126,6 +128,26 @@ impl Metrics {
         writeln!(w, "{}", self.schedtrace())?;
         writeln!(w, "{}", self.counters())
     }
+}
+
+/// The stats server: each request is answered with a fresh `Metrics`.
+pub fn server_data() -> StatsServerData<(), Metrics> {
+    let open: Box<dyn StatsOpener<(), Metrics>> = Box::new(move |(req_ch, res_ch)| {
+        let read: Box<dyn StatsReader<(), Metrics>> = Box::new(move |_args, (req_ch, res_ch)| {
+            req_ch.send(())?;
+            res_ch.recv()?.to_json()
+        });
+        let _ = (req_ch, res_ch);
+        Ok(read)
+    });
+    StatsServerData::new()
+        .add_meta(Metrics::meta())
+        .add_ops("top", StatsOps { open, close: None })
+}
+
+/// `--help-stats`: describe every field.
+pub fn describe() -> anyhow::Result<()> {
+    server_data().describe_meta(&mut std::io::stdout(), None)
 }
 
 /// Parse one `name=value` counter out of a `counters()` or schedtrace line.

@@ -105,16 +105,20 @@ fn harness_missing_kernel_is_one_clear_line() {
     assert!(lines[0].contains("no kernel image at /nonexistent/vmlinuz"));
 }
 
-// ---- the BPF scheduler ----------------------------------------------------
+// ---- the scheduler, in each mode -----------------------------------------
 
-#[test]
-fn scheduler_loads_refuses_and_unloads_on_sigterm() {
+/// Arguments that select a mode ("" is the BPF mode).
+const BPF: &str = "";
+const USER: &str = "--mode user";
+
+fn lifecycle(mode: &str) {
     let r = vm_run(
         &[],
         &[
             "bash",
             &guest_script("lifecycle.sh"),
             env!("CARGO_BIN_EXE_scx_gmp"),
+            mode,
         ],
     );
     let out = &r.stdout;
@@ -139,14 +143,14 @@ fn scheduler_loads_refuses_and_unloads_on_sigterm() {
     assert!(out.contains("--slice-us"), "{out}");
 }
 
-#[test]
-fn scheduler_survives_scx_ci_stress_ng_run() {
+fn survival(mode: &str) {
     let r = vm_run(
         &[],
         &[
             "bash",
             &guest_script("survival.sh"),
             env!("CARGO_BIN_EXE_scx_gmp"),
+            mode,
         ],
     );
     let out = &r.stdout;
@@ -165,8 +169,7 @@ fn scheduler_survives_scx_ci_stress_ng_run() {
     assert!(counter(out, "steal", "ok") > 0, "{out}");
 }
 
-#[test]
-fn scheduler_applies_each_go_rule() {
+fn rules(mode: &str) {
     let r = vm_run(
         &["--cpus", "4"],
         &[
@@ -174,6 +177,7 @@ fn scheduler_applies_each_go_rule() {
             &guest_script("rules.sh"),
             env!("CARGO_BIN_EXE_scx_gmp"),
             env!("CARGO_BIN_EXE_gmp-load"),
+            mode,
         ],
     );
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
@@ -208,6 +212,12 @@ fn scheduler_applies_each_go_rule() {
     // and the every-61st-tick check takes from it.
     let spin = phase("spin");
     assert_eq!(kv(&spin, "gmp_exit"), Some("0"), "{spin}");
+    let share: Vec<f64> = kv(&spin, "share")
+        .expect("share=")
+        .split(',')
+        .map(|x| x.parse().unwrap())
+        .collect();
+    assert!(share.iter().all(|&s| s >= 0.10), "{spin}");
     assert!(counter(&spin, "", "slice-expired") > 0, "{spin}");
     assert!(counter(&spin, "global", "61tick") > 0, "{spin}");
 
@@ -216,4 +226,34 @@ fn scheduler_applies_each_go_rule() {
     assert_eq!(kv(&pp, "gmp_exit"), Some("0"), "{pp}");
     assert!(counter(&pp, "runnext", "hit") > 0, "{pp}");
     assert!(counter(&pp, "runnext", "put") > 0, "{pp}");
+}
+
+#[test]
+fn scheduler_loads_refuses_and_unloads_on_sigterm() {
+    lifecycle(BPF);
+}
+
+#[test]
+fn scheduler_survives_scx_ci_stress_ng_run() {
+    survival(BPF);
+}
+
+#[test]
+fn scheduler_applies_each_go_rule() {
+    rules(BPF);
+}
+
+#[test]
+fn user_mode_loads_refuses_and_unloads_on_sigterm() {
+    lifecycle(USER);
+}
+
+#[test]
+fn user_mode_survives_scx_ci_stress_ng_run() {
+    survival(USER);
+}
+
+#[test]
+fn user_mode_applies_each_go_rule() {
+    rules(USER);
 }

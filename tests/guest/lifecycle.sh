@@ -1,15 +1,16 @@
-# lifecycle.sh SCX_GMP: load, identify, refuse a second instance and a
+# lifecycle.sh SCX_GMP [ARGS]: load, identify, refuse a second instance and a
 # non-root user, unload on SIGTERM.
 SCX_GMP=$1
+GMP_ARGS=${2:-}
 . "$(dirname "$0")/lib.sh"
 echo "before=$(cat $STATE)"
-setpriv --reuid=65534 --regid=65534 --clear-groups "$SCX_GMP" 2>/tmp/nonroot.err
+setpriv --reuid=65534 --regid=65534 --clear-groups "$SCX_GMP" $GMP_ARGS 2>/tmp/nonroot.err
 echo "nonroot_exit=$? nonroot_err=$(cat /tmp/nonroot.err)"
-start_gmp /tmp/gmp.log || exit 1
+start_gmp /tmp/gmp.log $GMP_ARGS || exit 1
 echo "state=$(cat $STATE) ops=$(cat /sys/kernel/sched_ext/root/ops)"
-"$SCX_GMP" 2>/tmp/second.err
+"$SCX_GMP" $GMP_ARGS 2>/tmp/second.err
 echo "second_exit=$? second_err=$(cat /tmp/second.err)"
-"$SCX_GMP" --slice-us 5 2>/tmp/badarg.err
+"$SCX_GMP" $GMP_ARGS --slice-us 5 2>/tmp/badarg.err
 echo "badarg_exit=$? badarg_err=$(head -1 /tmp/badarg.err)"
 stop_gmp /tmp/gmp.log
 echo "after=$(cat $STATE)"

@@ -1,12 +1,12 @@
-# rules.sh SCX_GMP GMP_LOAD: one phase per Go rule, each under a fresh
+# rules.sh SCX_GMP GMP_LOAD [ARGS]: one phase per Go rule, each under a fresh
 # scx_gmp, printing the workload's result and scx_gmp's final counters.
-SCX_GMP=$1 GMP_LOAD=$2
+SCX_GMP=$1 GMP_LOAD=$2 GMP_ARGS=${3:-}
 . "$(dirname "$0")/lib.sh"
 phase() {
 	local name=$1
 	shift
 	echo "== phase $name"
-	start_gmp "/tmp/$name.log" || exit 1
+	start_gmp "/tmp/$name.log" $GMP_ARGS || exit 1
 	"$GMP_LOAD" "$@"
 	stop_gmp "/tmp/$name.log"
 }
