@@ -275,12 +275,12 @@ impl<'a> Agent<'a> {
                 self.enqueue(task, now);
             }
             self.dispatch(now);
-            // Nothing more can go out until a task comes back (an enqueue,
-            // which wakes this loop) or an in-flight entry ages out (the
-            // next enqueue anywhere, or rustland's 1 s heartbeat): saying
-            // tasks are pending would only make every CPU run this loop
-            // before its own work.
-            self.bpf.notify_complete(0);
+            // With tasks left in the model, rustland runs this loop again
+            // whenever a CPU looks for work: when its task blocked or
+            // exited, which nothing else would tell (an exit never comes
+            // back as an enqueue).
+            let queued = self.sched.queued().count() as u64;
+            self.bpf.notify_complete(queued);
             if req_ch.try_recv().is_ok() {
                 res_ch.send(self.metrics())?;
             }

@@ -1,0 +1,106 @@
+# Guest side of bench/run: OUT BIN QUICK REPS [PEER_BIN]
+# Appends "<round> <scheduler> <workload> <metric> <value>" lines to
+# OUT/results.txt.
+out=$1 bin=$2 quick=$3 reps=$4 peer_bin=${5:-}
+res=$out/results.txt
+state=/sys/kernel/sched_ext/state
+cd /tmp || exit 1
+n=$(nproc)
+sysctl -qw kernel.bpf_stats_enabled=1
+
+scheds="eevdf gmp gmp-user"
+[ -n "$peer_bin" ] && scheds="$scheds bpfland rustland"
+if [ "$quick" = 1 ]; then t=2 hb=50 fan=200 rounds=1000 depth=7; else t=5 hb=200 fan=1000 rounds=5000 depth=10; fi
+
+start_sched() { # name -> SCHED_PID (empty for eevdf)
+	SCHED_PID=
+	case "$1" in
+	eevdf) return 0 ;;
+	gmp) "$bin/scx_gmp" >/tmp/sched.log 2>&1 & ;;
+	gmp-user) "$bin/scx_gmp" --mode user >/tmp/sched.log 2>&1 & ;;
+	bpfland) "$peer_bin/scx_bpfland" >/tmp/sched.log 2>&1 & ;;
+	rustland) "$peer_bin/scx_rustland" >/tmp/sched.log 2>&1 & ;;
+	esac
+	SCHED_PID=$!
+	for _ in $(seq 300); do
+		[ "$(cat $state)" = enabled ] && return 0
+		kill -0 "$SCHED_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "bench: $1 did not start:" >&2
+	cat /tmp/sched.log >&2
+	return 1
+}
+
+# Stop the scheduler; a scheduler that died or was ejected during the round
+# makes the whole run fail, with its log: its numbers would be EEVDF's.
+stop_sched() {
+	[ -n "$SCHED_PID" ] || return 0
+	local alive=1 rc
+	kill -0 "$SCHED_PID" 2>/dev/null && [ "$(cat $state)" = enabled ] || alive=0
+	kill -INT "$SCHED_PID" 2>/dev/null
+	wait "$SCHED_PID"
+	rc=$?
+	for _ in $(seq 100); do [ "$(cat $state)" = disabled ] && break; sleep 0.1; done
+	if [ "$alive" = 0 ] || [ "$rc" != 0 ]; then
+		echo "bench: $sched did not survive round $round (exit $rc):" >&2
+		tail -20 /tmp/sched.log >&2
+		dmesg | grep 'sched_ext:' | tail -3 >&2
+		exit 1
+	fi
+}
+
+# CPU the scheduler itself used so far (ms): its process, and its BPF
+# programs' run time (kernel.bpf_stats_enabled).
+sched_cpu_ms() {
+	[ -n "$SCHED_PID" ] || { echo 0; return; }
+	local ticks bpf_ns
+	ticks=$(awk '{printf "%.0f", $14 + $15}' "/proc/$SCHED_PID/stat" 2>/dev/null || echo 0)
+	bpf_ns=$(cat /proc/"$SCHED_PID"/fdinfo/* 2>/dev/null | awk '/^run_time_ns:/ {s += $2} END {printf "%.0f", s}')
+	echo $(((ticks * 1000 / $(getconf CLK_TCK)) + bpf_ns / 1000000))
+}
+
+emit() { echo "$round $sched $1 $2 $3" >>"$res"; }
+
+# run WORKLOAD CMD...: run CMD under perf stat; emit its counters and what
+# the parser for WORKLOAD finds in its output.
+run() {
+	local w=$1
+	shift
+	local c0 t0 t1 c1
+	c0=$(sched_cpu_ms)
+	t0=$(date +%s%N)
+	perf stat -x, -e context-switches,cpu-migrations,task-clock -o /tmp/perf.csv -- "$@" >/tmp/out.txt 2>&1
+	t1=$(date +%s%N)
+	c1=$(sched_cpu_ms)
+	case "$w" in
+	stress-cpu | stress-sock)
+		emit "$w" bogo_ops_per_s "$(awk '/metrc:/ && $5 ~ /^[0-9]/ && $4 != "stressor" {print $9; exit}' /tmp/out.txt)" ;;
+	hackbench-*) emit "$w" time_s "$(awk '/^Time:/ {print $2}' /tmp/out.txt)" ;;
+	fanout | forkjoin) emit "$w" makespan_ms "$(tr ' ' '\n' </tmp/out.txt | sed -n 's/^makespan_ms=//p')" ;;
+	pingpong)
+		emit "$w" rtt_p50_us "$(tr ' ' '\n' </tmp/out.txt | sed -n 's/^rtt_p50_us=//p')"
+		emit "$w" rtt_p99_us "$(tr ' ' '\n' </tmp/out.txt | sed -n 's/^rtt_p99_us=//p')" ;;
+	esac
+	local secs_ms=$(((t1 - t0) / 1000000))
+	emit "$w" ctx_switches_per_s "$(awk -F, -v ms="$secs_ms" '$3 == "context-switches" {printf "%.0f", $1 * 1000 / ms}' /tmp/perf.csv)"
+	emit "$w" migrations_per_s "$(awk -F, -v ms="$secs_ms" '$3 == "cpu-migrations" {printf "%.0f", $1 * 1000 / ms}' /tmp/perf.csv)"
+	emit "$w" task_clock_ms "$(awk -F, '$3 == "task-clock" {printf "%.0f", $1}' /tmp/perf.csv)"
+	[ "$sched" = eevdf ] || emit "$w" sched_cpu_ms_per_s "$(awk -v c=$((c1 - c0)) -v ms="$secs_ms" 'BEGIN {printf "%.1f", c * 1000 / ms}')"
+}
+
+for round in $(seq "$reps"); do
+	for sched in $scheds; do
+		echo "bench: round $round/$reps: $sched" >&2
+		start_sched "$sched" || exit 1
+		run stress-cpu stress-ng --cpu "$n" -t "$t" --metrics-brief
+		[ "$quick" = 1 ] || run stress-sock stress-ng --sock "$n" -t "$t" --metrics-brief
+		run hackbench-pipe hackbench -p -g 4 -l "$hb"
+		[ "$quick" = 1 ] || run hackbench-sock hackbench -g 4 -l "$hb"
+		run fanout "$bin/gmp-load" fanout --threads "$fan" --busy-ms 5 --gate
+		[ "$quick" = 1 ] || run forkjoin "$bin/gmp-load" forkjoin --depth "$depth" --leaf-us 2000
+		run pingpong "$bin/gmp-load" pingpong --rounds "$rounds"
+		stop_sched
+	done
+done
+echo "bench: done" >&2

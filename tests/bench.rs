@@ -1,0 +1,66 @@
+//! The benchmark suite's quick variant (`bench/run --quick`) boots the VM,
+//! runs each workload under EEVDF and both scx_gmp modes, and writes a
+//! table. Its numbers are not checked: no benchmark is a pass/fail test.
+
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn quick_benchmark_produces_a_table() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bins = Path::new(env!("CARGO_BIN_EXE_scx_gmp")).parent().unwrap();
+    let _ = env!("CARGO_BIN_EXE_gmp-load"); // built beside scx_gmp
+    let out = Command::new(repo.join("bench/run"))
+        .args(["--quick", "--bin-dir"])
+        .arg(bins)
+        .current_dir(repo)
+        .output()
+        .expect("cannot run bench/run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench/run --quick failed:\n{stderr}");
+
+    let table = std::fs::read_to_string(repo.join("target/bench/quick.md")).unwrap();
+    assert!(table.starts_with("VM: VM with "), "{table}");
+    let header = table
+        .lines()
+        .find(|l| l.starts_with("| workload |"))
+        .unwrap_or_else(|| panic!("no table:\n{table}"));
+    for s in ["EEVDF (default)", "scx_gmp", "scx_gmp --mode user"] {
+        assert!(header.contains(s), "{header}");
+    }
+    for (w, m) in [
+        ("stress-cpu", "bogo_ops_per_s"),
+        ("hackbench-pipe", "time_s"),
+        ("fanout", "makespan_ms"),
+        ("pingpong", "rtt_p99_us"),
+        ("fanout", "ctx_switches_per_s"),
+        ("fanout", "sched_cpu_ms_per_s"),
+    ] {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("| {w} | {m} |")))
+            .unwrap_or_else(|| panic!("no {w} {m} row:\n{table}"));
+        // Every scheduler measured (EEVDF has no scheduler CPU to report).
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let measured = cells[3..cells.len() - 1]
+            .iter()
+            .filter(|c| **c != "-")
+            .count();
+        let want = if m == "sched_cpu_ms_per_s" { 2 } else { 3 };
+        assert_eq!(measured, want, "{row}");
+        if m != "sched_cpu_ms_per_s" {
+            assert!(row.contains('×'), "no ratio to EEVDF: {row}");
+        }
+    }
+    // The agent-overhead comparison of the two modes.
+    for w in ["hackbench-pipe", "fanout"] {
+        let row = table
+            .lines()
+            .rev()
+            .find(|l| l.starts_with(&format!("| {w} | ")) && l.matches('|').count() == 5)
+            .unwrap_or_else(|| panic!("no overhead row for {w}:\n{table}"));
+        assert!(row.contains('×') || row.ends_with("| - |"), "{row}");
+    }
+    let svg = std::fs::read_to_string(repo.join("target/bench/quick.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("<rect"), "{svg}");
+}
