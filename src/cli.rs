@@ -10,6 +10,10 @@ use anyhow::{anyhow, bail, Result};
 use clap::Parser;
 
 use crate::model::Params;
+
+/// Exit code of scx_gmp-user for "the kernel asked for a restart" (CPU
+/// hotplug, say): `scx_gmp --mode user` then starts a fresh one.
+pub const RESTART_EXIT: i32 = 75;
 use crate::stats::Metrics;
 
 /// Knobs of the Go policy. Every default is the Go runtime's constant.

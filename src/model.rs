@@ -503,6 +503,13 @@ impl Sched {
         }
     }
 
+    /// `p` has no CPU behind it (offline): it stays idle and `wakep` never
+    /// wakes it. Only for an idle P.
+    pub fn set_offline(&mut self, p: usize) {
+        assert!(self.ps[p].idle, "only an idle P goes offline");
+        self.pidle.retain(|&x| x != p);
+    }
+
     /// proc.go resetspinning: `p` stops spinning.
     fn stop_spinning(&mut self, p: usize) -> bool {
         if !self.ps[p].spinning {
@@ -776,6 +783,16 @@ mod tests {
         );
         assert_eq!(s.runq.iter().copied().collect::<Vec<_>>(), [b]);
         assert_eq!(s.stats.slice_expired, 1);
+    }
+
+    #[test]
+    fn an_offline_p_is_never_woken() {
+        let mut s = Sched::new(Params::go(2));
+        s.set_offline(1);
+        assert_eq!(s.wakep(), Some(0));
+        s.stop_spinning(0);
+        assert_eq!(s.wakep(), None, "P1 is offline, P0 is taken");
+        assert_eq!(s.npidle, 1, "an offline P counts as idle, not busy");
     }
 
     #[test]

@@ -45,7 +45,7 @@ use scx_stats::prelude::*;
 use scx_utils::UserExitInfo;
 
 use bpf::{BpfScheduler, DispatchedTask, QueuedTask};
-use scx_gmp::cli::{check_interval, init_log, preflight, Cmd, Opts, PolicyOpts};
+use scx_gmp::cli::{check_interval, init_log, preflight, Cmd, Opts, PolicyOpts, RESTART_EXIT};
 use scx_gmp::model::{Affinity, Sched, G};
 use scx_gmp::stats::{server_data, Metrics};
 
@@ -137,9 +137,16 @@ impl<'a> Agent<'a> {
             policy.lrq_cap,
             policy.global_every
         );
+        // Ps for CPU ids that are offline never run (a hotplug event makes
+        // the kernel ask for a restart, which brings a fresh agent).
+        let mut sched = Sched::new(policy.params(nr_cpus, 1));
+        let online = scx_utils::Topology::new()?.all_cpus;
+        for c in (0..nr_cpus).filter(|c| !online.contains_key(c)) {
+            sched.set_offline(c);
+        }
         Ok(Self {
             bpf,
-            sched: Sched::new(policy.params(nr_cpus, 1)),
+            sched,
             nr_cpus,
             slice_ns,
             pids: HashMap::new(),
@@ -304,7 +311,8 @@ impl<'a> Agent<'a> {
     }
 }
 
-fn run(opts: Opts) -> Result<()> {
+/// Schedule; true if the kernel asked for a restart.
+fn run(opts: Opts) -> Result<bool> {
     if let Some(Cmd::Sim(_)) = opts.cmd {
         bail!("the simulator runs in scx_gmp: use `scx_gmp sim`");
     }
@@ -323,24 +331,26 @@ fn run(opts: Opts) -> Result<()> {
     // Threads first: once the BPF layer is up, this thread may not mmap()
     // (scx_rustland_core's seccomp filter), so it cannot start any.
     let stats_server = StatsServer::new(server_data()).launch()?;
+    // One load per process: after it, the seccomp filter forbids the mmap()
+    // a second one needs. A restart is a new process (see scx_gmp's
+    // run_user_mode), which RESTART_EXIT asks for.
     let mut open_object = MaybeUninit::uninit();
-    loop {
-        let mut agent = Agent::init(
-            &opts.policy,
-            opts.exit_dump_len,
-            opts.verbose,
-            &mut open_object,
-        )?;
-        if !agent.run(&stats_server, stats)?.should_restart() {
-            return Ok(());
-        }
-        log::info!("the kernel asked for a restart");
-    }
+    let mut agent = Agent::init(
+        &opts.policy,
+        opts.exit_dump_len,
+        opts.verbose,
+        &mut open_object,
+    )?;
+    Ok(agent.run(&stats_server, stats)?.should_restart())
 }
 
 fn main() -> ExitCode {
     match run(Opts::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(true) => {
+            log::info!("the kernel asked for a restart: exiting with {RESTART_EXIT} for scx_gmp to restart");
+            ExitCode::from(RESTART_EXIT as u8)
+        }
+        Ok(false) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("scx_gmp: error: {e:#}");
             ExitCode::FAILURE

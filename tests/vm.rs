@@ -141,6 +141,17 @@ fn lifecycle(mode: &str) {
     );
     assert_eq!(kv(out, "badarg_exit"), Some("2"), "{out}");
     assert!(out.contains("--slice-us"), "{out}");
+    // --monitor attaches to the running instance.
+    let lines: u32 = kv(out, "monitor_lines").unwrap().parse().unwrap();
+    assert!(
+        lines >= 2,
+        "--monitor printed {lines} schedtrace lines:\n{out}"
+    );
+    // CPU hotplug: the kernel unloads the scheduler, asking for a restart,
+    // and scx_gmp comes back on the new CPU set, each time.
+    assert_eq!(kv(out, "restarted_after_offline"), Some("yes"), "{out}");
+    assert!(out.contains("restarted_after_offline=yes cpus=3"), "{out}");
+    assert!(out.contains("restarted_after_online=yes cpus=4"), "{out}");
 }
 
 fn survival(mode: &str) {

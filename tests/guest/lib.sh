@@ -13,6 +13,18 @@ wait_state() {
 	return 1
 }
 
+# wait_enables N SECS: wait until sched_ext has enabled a scheduler N times
+# since boot (enable_seq), and is enabled.
+wait_enables() {
+	local i
+	for i in $(seq $(($2 * 10))); do
+		[ "$(cat /sys/kernel/sched_ext/enable_seq)" -ge "$1" ] && [ "$(cat $STATE)" = enabled ] && return 0
+		sleep 0.1
+	done
+	echo "timeout waiting for enable number $1 (enable_seq $(cat /sys/kernel/sched_ext/enable_seq), state $(cat $STATE))"
+	return 1
+}
+
 # start_gmp LOG [ARGS]: start scx_gmp in the background; sets GMP_PID.
 start_gmp() {
 	local log=$1
