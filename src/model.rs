@@ -169,6 +169,8 @@ pub struct P {
     pub tick_start: u64,
     pub spinning: bool,
     pub idle: bool,
+    /// When sysmon retakes this P's spent slice (0: not spent yet).
+    pub retake_at: u64,
 }
 
 /// What `schedule` decided for a P: run `g` for `slice_ns`.
@@ -225,6 +227,7 @@ impl Sched {
                 tick_start: 0,
                 spinning: false,
                 idle: true,
+                retake_at: 0,
             })
             .collect();
         Self {
@@ -526,11 +529,10 @@ impl Sched {
         debug_assert!(!self.ps[p].idle, "an idle P does not schedule");
         let found = loop {
             match self.find_runnable(p, now) {
-                // sysmon's retake: once the shared slice is spent, the runnext
-                // task that would inherit it is preempted to the global queue.
-                Some((g, true)) if self.slice_left(p, now) < self.params.min_slice_ns => {
-                    self.slice_expired(g)
-                }
+                // sysmon's retake: past the shared slice and its 20 us grace,
+                // the runnext task that would inherit it is preempted to the
+                // global queue.
+                Some((g, true)) if self.inherit_slice(p, now) == 0 => self.slice_expired(g),
                 found => break found,
             }
         };
@@ -551,11 +553,12 @@ impl Sched {
     /// and a full slice; an inheriting one gets what is left.
     pub fn execute(&mut self, p: usize, g: G, inherit: bool, now: u64) -> Run {
         let slice_ns = if inherit {
-            self.slice_left(p, now)
+            self.inherit_slice(p, now)
         } else {
             let pp = &mut self.ps[p];
             pp.schedtick += 1;
             pp.tick_start = now;
+            pp.retake_at = 0;
             self.params.slice_ns
         };
         Run {
@@ -565,10 +568,24 @@ impl Sched {
         }
     }
 
-    /// What is left of `p`'s current (possibly shared) slice.
-    pub fn slice_left(&self, p: usize, now: u64) -> u64 {
-        let used = now.saturating_sub(self.ps[p].tick_start);
-        self.params.slice_ns.saturating_sub(used)
+    /// The slice a runnext task inherits on `p`: what is left of the
+    /// current shared slice; once that is spent, what is left of one
+    /// `min_slice_ns` grace for the whole chain (sysmon notices a spent
+    /// slice within 20 us: a short task still finishes, a ping-pong pair
+    /// loses the P). 0: sysmon has retaken it.
+    pub fn inherit_slice(&mut self, p: usize, now: u64) -> u64 {
+        let pp = &mut self.ps[p];
+        let left = self
+            .params
+            .slice_ns
+            .saturating_sub(now.saturating_sub(pp.tick_start));
+        if left > 0 {
+            return left;
+        }
+        if pp.retake_at == 0 {
+            pp.retake_at = now + self.params.min_slice_ns;
+        }
+        pp.retake_at.saturating_sub(now)
     }
 
     /// The retake path (sysmon -> gopreempt_m): `g`'s slice ran out.
@@ -764,24 +781,29 @@ mod tests {
     }
 
     #[test]
-    fn runnext_with_a_spent_slice_is_retaken_to_global() {
+    fn a_spent_slice_grants_the_runnext_chain_one_20us_grace() {
         let mut s = busy(1);
-        let (a, b, c) = (
-            s.new_g(Affinity::All),
-            s.new_g(Affinity::All),
-            s.new_g(Affinity::All),
-        );
-        s.runqput(0, a, false, 0);
+        let gs: Vec<G> = (0..4).map(|_| s.new_g(Affinity::All)).collect();
+        s.runqput(0, gs[0], false, 0);
         s.schedule(0, 0);
-        s.runqput(0, c, false, 0);
-        s.runqput(0, b, true, 9_990_000);
-        let (run, _) = s.schedule(0, 9_990_000);
+        s.runqput(0, gs[3], false, 0);
+        // Past the 10 ms slice: the first runnext task still runs, 20 us.
+        s.runqput(0, gs[1], true, 10_500_000);
+        let run = s.schedule(0, 10_500_000).0.unwrap();
+        assert_eq!((run.g, run.inherit, run.slice_ns), (gs[1], true, 20_000));
+        // Its partner, 15 us later, gets what is left of the same grace.
+        s.runqput(0, gs[2], true, 10_515_000);
+        let run = s.schedule(0, 10_515_000).0.unwrap();
+        assert_eq!((run.g, run.slice_ns), (gs[2], 5_000));
+        // Past the grace, sysmon has retaken the P: the runnext task goes to
+        // the global queue and the LRQ head runs with a fresh slice.
+        s.runqput(0, gs[1], true, 10_521_000);
+        let run = s.schedule(0, 10_521_000).0.unwrap();
         assert_eq!(
-            run.unwrap().g,
-            c,
-            "10 us left < 20 us: b is retaken, c runs"
+            (run.g, run.inherit, run.slice_ns),
+            (gs[3], false, 10_000_000)
         );
-        assert_eq!(s.runq.iter().copied().collect::<Vec<_>>(), [b]);
+        assert_eq!(s.runq.iter().copied().collect::<Vec<_>>(), [gs[1]]);
         assert_eq!(s.stats.slice_expired, 1);
     }
 
