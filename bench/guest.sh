@@ -50,13 +50,17 @@ stop_sched() {
 	fi
 }
 
-# CPU the scheduler itself used so far (ms): its process, and its BPF
-# programs' run time (kernel.bpf_stats_enabled).
+# CPU the scheduler itself used so far (ms): its processes (scx_gmp --mode
+# user is a supervisor with the agent as its child) and their BPF programs'
+# run time (kernel.bpf_stats_enabled).
 sched_cpu_ms() {
 	[ -n "$SCHED_PID" ] || { echo 0; return; }
-	local ticks bpf_ns
-	ticks=$(awk '{printf "%.0f", $14 + $15}' "/proc/$SCHED_PID/stat" 2>/dev/null || echo 0)
-	bpf_ns=$(cat /proc/"$SCHED_PID"/fdinfo/* 2>/dev/null | awk '/^run_time_ns:/ {s += $2} END {printf "%.0f", s}')
+	local pids ticks bpf_ns
+	pids="$SCHED_PID $(pgrep -P "$SCHED_PID" | tr '\n' ' ')"
+	ticks=$(for p in $pids; do cat "/proc/$p/stat" 2>/dev/null; done |
+		awk '{s += $14 + $15} END {printf "%.0f", s}')
+	bpf_ns=$(for p in $pids; do cat /proc/"$p"/fdinfo/* 2>/dev/null; done |
+		awk '/^run_time_ns:/ {s += $2} END {printf "%.0f", s}')
 	echo $(((ticks * 1000 / $(getconf CLK_TCK)) + bpf_ns / 1000000))
 }
 

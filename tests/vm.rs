@@ -38,17 +38,19 @@ fn vm_run_env(env: &[(&str, &str)], opts: &[&str], cmd: &[&str]) -> Run {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     };
+    run
+}
+
+/// vm/run, which must have booted the guest and brought CMD's exit back.
+fn vm_run(opts: &[&str], cmd: &[&str]) -> Run {
+    let run = vm_run_env(&[], opts, cmd);
     assert!(
-        run.code != 125 && run.code != 124 || env.iter().any(|(k, _)| *k == "GMP_KERNEL"),
+        run.code != 125 && run.code != 124,
         "the VM did not run (exit {}); run vm/setup first.\nstderr:\n{}",
         run.code,
         run.stderr
     );
     run
-}
-
-fn vm_run(opts: &[&str], cmd: &[&str]) -> Run {
-    vm_run_env(&[], opts, cmd)
 }
 
 /// The value of the first `key=value` token on any line.
@@ -103,6 +105,21 @@ fn harness_missing_kernel_is_one_clear_line() {
     let lines: Vec<&str> = r.stderr.lines().collect();
     assert_eq!(lines.len(), 1, "stderr: {}", r.stderr);
     assert!(lines[0].contains("no kernel image at /nonexistent/vmlinuz"));
+}
+
+#[test]
+fn harness_reports_a_guest_kernel_panic() {
+    let r = vm_run_env(
+        &[],
+        &[],
+        &["sh", "-c", "echo c > /proc/sysrq-trigger; sleep 600"],
+    );
+    assert_eq!(r.code, 124, "stderr: {}", r.stderr);
+    assert!(
+        r.stderr.contains("vm/run: error: the guest died"),
+        "stderr: {}",
+        r.stderr
+    );
 }
 
 // ---- the scheduler, in each mode -----------------------------------------
