@@ -38,7 +38,7 @@ use std::mem::MaybeUninit;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Parser;
 use libbpf_rs::OpenObject;
 use scx_stats::prelude::*;
@@ -55,12 +55,22 @@ use scx_gmp::stats::{server_data, Metrics};
 const MAX_INFLIGHT: usize = 1;
 
 /// Field `n` (1-based, as in proc(5)) of /proc/<tid>/stat; None if the
-/// thread is gone. Reads into a stack buffer: this runs in the scheduler.
+/// thread is gone. No heap allocation: this runs in the scheduling loop,
+/// which must never wait for the allocator's lock (see `launch_stats`).
 fn proc_stat_field(tid: i32, n: usize) -> Option<u64> {
-    use std::io::Read;
+    let mut path = [0u8; 32];
+    let mut w = &mut path[..];
+    std::io::Write::write_fmt(&mut w, format_args!("/proc/{tid}/stat\0")).ok()?;
     let mut buf = [0u8; 512];
-    let mut f = std::fs::File::open(format!("/proc/{tid}/stat")).ok()?;
-    let len = f.read(&mut buf).ok()?;
+    let len = unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let len = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        usize::try_from(len).ok()?
+    };
     let stat = &buf[..len];
     // Fields from 3 on follow the last ')' (the command name may hold any).
     let rest = &stat[stat.iter().rposition(|&b| b == b')')? + 2..];
@@ -311,6 +321,28 @@ impl<'a> Agent<'a> {
     }
 }
 
+/// Start the stats server, before the BPF layer is up: after that, this
+/// thread may not mmap() (scx_rustland_core's seccomp filter), so it cannot
+/// start threads. The server's threads (and those they start per client)
+/// are made SCHED_FIFO, outside sched_ext: were the agent to schedule them,
+/// one preempted while holding the shared allocator's lock would stall the
+/// agent the next time it allocates.
+fn launch_stats() -> Result<StatsServer<(), Metrics>> {
+    fn set_policy(policy: libc::c_int, prio: libc::c_int) -> std::io::Result<()> {
+        let param = libc::sched_param {
+            sched_priority: prio,
+        };
+        match unsafe { libc::sched_setscheduler(0, policy, &param) } {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        }
+    }
+    set_policy(libc::SCHED_FIFO, 1).context("cannot make the stats threads SCHED_FIFO")?;
+    let server = StatsServer::new(server_data()).launch();
+    set_policy(libc::SCHED_OTHER, 0).context("cannot restore SCHED_OTHER")?;
+    server
+}
+
 /// Schedule; true if the kernel asked for a restart.
 fn run(opts: Opts) -> Result<bool> {
     if let Some(Cmd::Sim(_)) = opts.cmd {
@@ -328,9 +360,7 @@ fn run(opts: Opts) -> Result<bool> {
     if std::env::var_os("SCX_TIMEOUT_MS").is_none() {
         std::env::set_var("SCX_TIMEOUT_MS", "30000");
     }
-    // Threads first: once the BPF layer is up, this thread may not mmap()
-    // (scx_rustland_core's seccomp filter), so it cannot start any.
-    let stats_server = StatsServer::new(server_data()).launch()?;
+    let stats_server = launch_stats()?;
     // One load per process: after it, the seccomp filter forbids the mmap()
     // a second one needs. A restart is a new process (see scx_gmp's
     // run_user_mode), which RESTART_EXIT asks for.
