@@ -128,16 +128,25 @@ fn harness_reports_a_guest_kernel_panic() {
 const BPF: &str = "";
 const USER: &str = "--mode user";
 
+/// Run tests/guest/SCRIPT in the VM with scx_gmp, then `args`.
+fn guest(opts: &[&str], script: &str, args: &[&str]) -> Run {
+    let path = guest_script(script);
+    let mut cmd = vec!["bash", &path, env!("CARGO_BIN_EXE_scx_gmp")];
+    cmd.extend_from_slice(args);
+    vm_run(opts, &cmd)
+}
+
+/// The per-CPU busy shares a gmp-load line reports (`share=a,b,...`).
+fn shares(text: &str) -> Vec<f64> {
+    kv(text, "share")
+        .unwrap_or_else(|| panic!("no share= in:\n{text}"))
+        .split(',')
+        .map(|x| x.parse().unwrap())
+        .collect()
+}
+
 fn lifecycle(mode: &str) {
-    let r = vm_run(
-        &[],
-        &[
-            "bash",
-            &guest_script("lifecycle.sh"),
-            env!("CARGO_BIN_EXE_scx_gmp"),
-            mode,
-        ],
-    );
+    let r = guest(&[], "lifecycle.sh", &[mode]);
     let out = &r.stdout;
     assert_eq!(r.code, 0, "stdout:\n{out}\nstderr:\n{}", r.stderr);
     assert_eq!(kv(out, "before"), Some("disabled"), "{out}");
@@ -172,15 +181,7 @@ fn lifecycle(mode: &str) {
 }
 
 fn survival(mode: &str) {
-    let r = vm_run(
-        &[],
-        &[
-            "bash",
-            &guest_script("survival.sh"),
-            env!("CARGO_BIN_EXE_scx_gmp"),
-            mode,
-        ],
-    );
+    let r = guest(&[], "survival.sh", &[mode]);
     let out = &r.stdout;
     assert_eq!(r.code, 0, "stdout:\n{out}\nstderr:\n{}", r.stderr);
     assert_eq!(kv(out, "stress_exit"), Some("0"), "{out}");
@@ -198,15 +199,10 @@ fn survival(mode: &str) {
 }
 
 fn rules(mode: &str) {
-    let r = vm_run(
+    let r = guest(
         &["--cpus", "4"],
-        &[
-            "bash",
-            &guest_script("rules.sh"),
-            env!("CARGO_BIN_EXE_scx_gmp"),
-            env!("CARGO_BIN_EXE_gmp-load"),
-            mode,
-        ],
+        "rules.sh",
+        &[env!("CARGO_BIN_EXE_gmp-load"), mode],
     );
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
     let phase = |name: &str| -> String {
@@ -225,11 +221,7 @@ fn rules(mode: &str) {
     assert!(counter(&fan, "overflow", "overflow") > 0, "{fan}");
     assert!(counter(&fan, "steal", "ok") > 0, "{fan}");
     assert!(counter(&fan, "steal", "tasks") > 0, "{fan}");
-    let share: Vec<f64> = kv(&fan, "share")
-        .expect("share=")
-        .split(',')
-        .map(|x| x.parse().unwrap())
-        .collect();
+    let share = shares(&fan);
     assert_eq!(share.len(), 4, "{fan}");
     assert!(
         share.iter().all(|&s| s >= 0.10),
@@ -240,12 +232,7 @@ fn rules(mode: &str) {
     // and the every-61st-tick check takes from it.
     let spin = phase("spin");
     assert_eq!(kv(&spin, "gmp_exit"), Some("0"), "{spin}");
-    let share: Vec<f64> = kv(&spin, "share")
-        .expect("share=")
-        .split(',')
-        .map(|x| x.parse().unwrap())
-        .collect();
-    assert!(share.iter().all(|&s| s >= 0.10), "{spin}");
+    assert!(shares(&spin).iter().all(|&s| s >= 0.10), "{spin}");
     assert!(counter(&spin, "", "slice-expired") > 0, "{spin}");
     assert!(counter(&spin, "global", "61tick") > 0, "{spin}");
 
