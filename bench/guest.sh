@@ -101,9 +101,9 @@ for round in $(seq "$reps"); do
 		[ "$quick" = 1 ] || run stress-sock stress-ng --sock "$n" -t "$t" --metrics-brief
 		run hackbench-pipe hackbench -p -g 4 -l "$hb"
 		[ "$quick" = 1 ] || run hackbench-sock hackbench -g 4 -l "$hb"
-		run fanout "$bin/gmp-load" fanout --threads "$fan" --busy-ms 5 --gate
-		[ "$quick" = 1 ] || run forkjoin "$bin/gmp-load" forkjoin --depth "$depth" --leaf-us 2000
-		run pingpong "$bin/gmp-load" pingpong --rounds "$rounds"
+		run fanout "$bin/examples/gmp-load" fanout --threads "$fan" --busy-ms 5 --gate
+		[ "$quick" = 1 ] || run forkjoin "$bin/examples/gmp-load" forkjoin --depth "$depth" --leaf-us 2000
+		run pingpong "$bin/examples/gmp-load" pingpong --rounds "$rounds"
 		stop_sched
 	done
 done

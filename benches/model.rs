@@ -44,7 +44,7 @@ fn cycle(decisions: u64, tasks: u32, put: fn(u64) -> Put) -> (Duration, String) 
     let m = &s.stats;
     let paths = format!(
         "runnext hits {}, lrq gets {}, 61-tick {}, batches {}, steals {}",
-        m.runnext_hit, m.lrq_get, m.global_61, m.global_batch, m.steal_ok
+        m.runnext_hit, m.lrq_get, m.global_tick, m.global_batch, m.steal_ok
     );
     (d, paths)
 }

@@ -23,16 +23,23 @@ char _license[] SEC("license") = "GPL";
 
 UEI_DEFINE(uei);
 
-/* Knobs, set by the agent before load (defaults are Go's). */
-const volatile u64 slice_ns = 10ULL * 1000 * 1000;	/* forcePreemptNS */
-const volatile u64 min_slice_ns = 20 * 1000;		/* sysmon's 20 us floor */
-const volatile u64 runnext_grace_ns = 3 * 1000;	/* runqgrab's usleep(3) */
-const volatile u32 lrq_cap = 256;			/* len(p.runq) */
-const volatile u32 global_every = 61;			/* schedtick%61 */
-const volatile u32 steal_tries = 4;			/* stealTries */
+/* Knobs, set by the agent before load; the defaults are Go's (intf.h). */
+const volatile u64 slice_ns = (u64)GMP_SLICE_US_DFL * GMP_NSEC_PER_USEC;
+const volatile u64 min_slice_ns = (u64)GMP_MIN_SLICE_US_DFL * GMP_NSEC_PER_USEC;
+const volatile u64 runnext_grace_ns = (u64)GMP_RUNNEXT_GRACE_US_DFL * GMP_NSEC_PER_USEC;
+const volatile u32 lrq_cap = GMP_LRQ_CAP_DFL;
+const volatile u32 global_every = GMP_GLOBAL_EVERY_DFL;
+const volatile u32 steal_tries = GMP_STEAL_TRIES_DFL;
 const volatile u32 nr_cpus = 1;				/* gomaxprocs */
 const volatile u32 nr_coprimes = 1;			/* randomOrder.coprimes */
 const volatile u32 coprimes[GMP_MAX_CPUS];
+
+/*
+ * Fault injection for the watchdog test only (scx_gmp --debug-stall-comm,
+ * kept out of --help): a task with this command name is never queued, so
+ * the kernel's watchdog must eject the scheduler. Empty: off.
+ */
+const volatile char stall_comm[16];
 
 /* Per-CPU state and counters, read by the agent. */
 struct gmp_cpu cpus[GMP_MAX_CPUS];
@@ -73,7 +80,11 @@ static struct gmp_cpu *cpu_ctx(s32 cpu)
 
 /*
  * Counters of loops over a DSQ live in map memory, one per CPU: the verifier
- * does not track their exact values, so the loop states converge.
+ * does not track their exact values, so the loop states converge. One slot
+ * per CPU is enough because the walks that use it (runnext_flush,
+ * runqputslow_flush, take_batch) never nest: each sets the counter to 0,
+ * walks, and returns before the next one starts, and ops callbacks on one CPU
+ * run with its rq locked and IRQs off, so none interrupts another.
  */
 struct gmp_loop {
 	s32 n;
@@ -109,8 +120,8 @@ static bool may_run(const struct task_struct *p, s32 cpu)
 	return bpf_cpumask_test_cpu(cpu, p->cpus_ptr);
 }
 
-/* A task that cannot move is Go's G locked to its M (LockOSThread). */
-static bool is_locked(const struct task_struct *p)
+/* A task pinned to one CPU is Go's G locked to its M (LockOSThread). */
+static bool is_pinned(const struct task_struct *p)
 {
 	return p->nr_cpus_allowed == 1;
 }
@@ -229,6 +240,13 @@ static void runqput(struct task_struct *p, s32 cpu, bool next, u64 enq_flags)
 	}
 	kick_if_other(cpu);
 }
+
+/*
+ * The __hidden functions below walk DSQs. Not being static, each is a BPF
+ * global function: the verifier checks it once, on its own, rather than once
+ * per call site, which keeps the callers within its limits (so they take
+ * scalars only). __hidden keeps them out of the object's exported symbols.
+ */
 
 /*
  * runnext_flush: the runqput kick, done late. Every task in @cpu's runnext
@@ -473,32 +491,53 @@ __hidden bool steal_work(s32 cpu)
 }
 
 /*
+ * may_spin: proc.go findRunnable's cap on spinning Ms - a CPU may start
+ * looking for work only while 2*nmspinning < the busy CPUs. Any CPU.
+ */
+static bool may_spin(void)
+{
+	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
+	u32 npidle = bpf_cpumask_weight(idle);
+
+	scx_bpf_put_idle_cpumask(idle);
+	return 2 * nmspinning < nr_cpus - npidle;
+}
+
+/*
  * find_runnable: proc.go findRunnable - the 61st-tick global check, runnext,
  * LRQ, a global batch, then stealing by a spinning CPU; else idle.
  */
 static bool find_runnable(s32 cpu, struct gmp_cpu *c)
 {
-	const struct cpumask *idle;
-	u32 npidle;
-
 	if (global_every && c->schedtick % global_every == 0 &&
 	    scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) > 0 && globrunqget()) {
-		stat_add(GMP_STAT_GLOBAL_61, 1);
+		stat_add(GMP_STAT_GLOBAL_TICK, 1);
 		return true;
 	}
 	if (runqget(cpu, c) || globrunqgetbatch(cpu))
 		return true;
 
-	idle = scx_bpf_get_idle_cpumask();
-	npidle = bpf_cpumask_weight(idle);
-	scx_bpf_put_idle_cpumask(idle);
-	/* Spin only while 2*nmspinning < busy Ps (proc.go findRunnable). */
-	if (!c->spinning && 2 * nmspinning < nr_cpus - npidle) {
+	if (!c->spinning && may_spin()) {
 		c->spinning = 1;
 		__sync_fetch_and_add(&nmspinning, 1);
 		stat_add(GMP_STAT_SPIN, 1);
 	}
 	return c->spinning && steal_work(cpu);
+}
+
+static bool debug_stalled(const struct task_struct *p)
+{
+	u32 i;
+
+	if (!stall_comm[0])
+		return false;
+	bpf_for(i, 0, sizeof(stall_comm)) {
+		if (p->comm[i] != stall_comm[i])
+			return false;
+		if (!stall_comm[i])
+			break;
+	}
+	return true;
 }
 
 s32 BPF_STRUCT_OPS(gmp_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
@@ -524,6 +563,8 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 	s32 waker = -1;
 	bool yielded = false;
 
+	if (debug_stalled(p))
+		return;
 	if (tctx) {
 		waker = tctx->runnext_cpu;
 		tctx->runnext_cpu = -1;
@@ -539,7 +580,7 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 	 */
 	if (p->flags & PF_KTHREAD) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
-		stat_add(GMP_STAT_LOCKED, 1);
+		stat_add(GMP_STAT_KTHREAD, 1);
 		kick_if_other(cpu);
 		return;
 	}
@@ -551,7 +592,7 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 	} else if (!p->scx.slice) {
 		/* retake -> gopreempt_m, or Gosched: the GRQ tail. */
 		stat_add(yielded ? GMP_STAT_YIELD : GMP_STAT_SLICE_EXPIRED, 1);
-		if (is_locked(p))
+		if (is_pinned(p))
 			runqput(p, cpu, false, enq_flags);
 		else
 			globrunqput(p, enq_flags);
@@ -695,4 +736,5 @@ SCX_OPS_DEFINE(gmp_ops,
 	       .disable = (void *)gmp_disable,
 	       .init = (void *)gmp_init,
 	       .exit = (void *)gmp_exit,
+	       .timeout_ms = GMP_TIMEOUT_MS,
 	       .name = "gmp");

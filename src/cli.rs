@@ -1,80 +1,140 @@
-//! The command line both binaries share (`scx_gmp` and `scx_gmp-user`), and
-//! what they do before and around scheduling: refusing early with one clear
-//! line, logging, printing stats, and the simulator front end.
+//! The command-line options: the Go policy's knobs and the agent options that
+//! both binaries share (`scx_gmp`, and `scx_gmp-user` in `user/`), and
+//! `scx_gmp`'s own. Every default is a Go constant from `bpf/intf.h`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::OnceLock;
 
-use anyhow::{anyhow, bail, Result};
 use clap::Parser;
 
-use crate::model::Params;
+use crate::bpf_intf::*;
+use crate::model::{us_to_ns, Params};
+use crate::sim::SimOpts;
 
 /// Exit code of scx_gmp-user for "the kernel asked for a restart" (CPU
 /// hotplug, say): `scx_gmp --mode user` then starts a fresh one.
 pub const RESTART_EXIT: i32 = 75;
-use crate::stats::Metrics;
+
+/// `--version`: the crate version, the git commit and the target, as the scx
+/// schedulers print it.
+pub fn version() -> &'static str {
+    static VERSION: OnceLock<String> = OnceLock::new();
+    VERSION.get_or_init(|| {
+        let sha = env!("GMP_GIT_SHA");
+        let semver = match sha {
+            "" => env!("CARGO_PKG_VERSION").to_string(),
+            _ => format!("{}-g{sha}", env!("CARGO_PKG_VERSION")),
+        };
+        scx_utils::build_id::full_version(&semver)
+    })
+}
 
 /// Knobs of the Go policy. Every default is the Go runtime's constant.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PolicyOpts {
     /// Time slice in microseconds (Go's forcePreemptNS = 10 ms). A task whose
     /// slice runs out goes to the tail of the global run queue.
-    #[arg(long, global = true, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=1_000_000))]
+    #[arg(long, global = true, default_value_t = gmp_defaults_GMP_SLICE_US_DFL as u64, value_parser = clap::value_parser!(u64).range(100..=1_000_000))]
     pub slice_us: u64,
 
     /// Capacity of each CPU's local run queue (Go: 256). A put into a full
     /// queue moves half of it, plus the task, to the global queue.
-    #[arg(long, global = true, default_value_t = 256, value_parser = clap::value_parser!(u32).range(2..=65_536))]
+    #[arg(long, global = true, default_value_t = gmp_defaults_GMP_LRQ_CAP_DFL, value_parser = clap::value_parser!(u32).range(2..=65_536))]
     pub lrq_cap: u32,
 
     /// Every Nth schedtick a CPU takes one task from the global queue before
     /// its own (Go: 61). 0 disables the check.
-    #[arg(long, global = true, default_value_t = 61, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    #[arg(long, global = true, default_value_t = gmp_defaults_GMP_GLOBAL_EVERY_DFL, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub global_every: u32,
 
     /// Rounds of work stealing over all other CPUs before a CPU idles (Go's
     /// stealTries: 4). A victim's runnext is only taken in the last round.
-    #[arg(long, global = true, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, global = true, default_value_t = gmp_defaults_GMP_STEAL_TRIES_DFL, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub steal_tries: u32,
 
     /// A victim's runnext task may be stolen only after it waited this long,
     /// in microseconds (Go's runqgrab sleeps 3 us).
-    #[arg(long, global = true, default_value_t = 3, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    #[arg(long, global = true, default_value_t = gmp_defaults_GMP_RUNNEXT_GRACE_US_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub runnext_grace_us: u64,
 
-    /// A runnext task that would inherit less than this much of the shared
-    /// slice, in microseconds, is preempted to the global queue instead (Go's
-    /// sysmon retakes a spent slice within 20 us).
-    #[arg(long, global = true, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    /// Once a CPU's slice is spent, the runnext tasks that inherit it share
+    /// this much more, in microseconds, before the next one is preempted to
+    /// the global queue (Go's sysmon retakes a spent slice within 20 us).
+    #[arg(long, global = true, default_value_t = gmp_defaults_GMP_MIN_SLICE_US_DFL as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub min_slice_us: u64,
 }
 
-/// scx_gmp: the Go runtime's G-M-P scheduler (per-CPU run queues of 256 with
-/// a runnext slot, one global run queue, the 1/61 global check, work stealing
-/// of half a victim's queue, 10 ms slices) applied to every thread.
-///
-/// Needs root and a kernel with sched_ext (CONFIG_SCHED_CLASS_EXT). Stop it
-/// with Ctrl-C or SIGTERM: the kernel's default scheduler takes over again.
 impl PolicyOpts {
-    /// The model's parameters for `nprocs` Ps.
+    /// The model's parameters for `nprocs` Ps: the one place the knobs turn
+    /// from microseconds into nanoseconds.
     pub fn params(&self, nprocs: usize, seed: u64) -> Params {
         Params {
             nprocs,
             lrq_cap: self.lrq_cap as usize,
             global_every: self.global_every,
             steal_tries: self.steal_tries,
-            slice_ns: self.slice_us * 1000,
-            min_slice_ns: self.min_slice_us * 1000,
-            runnext_grace_ns: self.runnext_grace_us * 1000,
+            slice_ns: us_to_ns(self.slice_us),
+            min_slice_ns: us_to_ns(self.min_slice_us),
+            runnext_grace_ns: us_to_ns(self.runnext_grace_us),
             seed,
         }
     }
 }
 
+/// What every scheduling agent takes, in both modes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentOpts {
+    /// Print Go's schedtrace line and the rule counters every SECS seconds
+    /// while scheduling (at least 0.1).
+    #[arg(long, value_name = "SECS")]
+    pub stats: Option<f64>,
+
+    /// Bytes of the BPF debug dump kept when the kernel ejects the scheduler
+    /// (0: the kernel's default; at most 1 MiB).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1 << 20))]
+    pub exit_dump_len: u32,
+
+    /// Verbose output, including the libbpf log.
+    #[arg(short, long)]
+    pub verbose: bool,
+
+    /// Testing only: never run tasks of this command name, so that the
+    /// kernel's watchdog ejects the scheduler (the test of that path).
+    #[arg(long, hide = true, value_name = "COMM", value_parser = comm_name)]
+    pub debug_stall_comm: Option<String>,
+}
+
+/// A task's command name: 1 to 15 bytes (TASK_COMM_LEN less its NUL).
+fn comm_name(s: &str) -> Result<String, String> {
+    match s.len() {
+        1..=15 if !s.contains('\0') => Ok(s.to_string()),
+        _ => Err("a command name has 1 to 15 bytes".into()),
+    }
+}
+
+impl AgentOpts {
+    /// `--debug-stall-comm` as the kernel stores a comm: NUL-padded.
+    pub fn stall_comm(&self) -> [u8; 16] {
+        let mut comm = [0u8; 16];
+        if let Some(name) = &self.debug_stall_comm {
+            comm[..name.len()].copy_from_slice(name.as_bytes());
+        }
+        comm
+    }
+}
+
+/// scx_gmp: the Go runtime's G-M-P scheduler for every Linux thread.
+///
+/// Each CPU is a Go P with a local run queue of 256 and a runnext slot; all
+/// CPUs share one global run queue. New and woken tasks go to the waker's
+/// runnext, every 61st schedtick takes from the global queue, idle CPUs steal
+/// half a victim's queue, and slices are 10 ms. Every Go constant is a knob
+/// below; docs/go-policy.md has the rules.
+///
+/// Requires root and a kernel with sched_ext (CONFIG_SCHED_CLASS_EXT=y, Linux
+/// 6.12 or newer). Stop it with Ctrl-C or SIGTERM: the kernel's default
+/// scheduler takes over again.
 #[derive(Debug, Parser)]
-#[command(name = "scx_gmp", version, about, long_about)]
+#[command(name = "scx_gmp", version = version(), about, long_about)]
 pub struct Opts {
     #[command(subcommand)]
     pub cmd: Option<Cmd>,
@@ -82,34 +142,29 @@ pub struct Opts {
     #[command(flatten)]
     pub policy: PolicyOpts,
 
+    #[command(flatten)]
+    pub agent: AgentOpts,
+
     /// Where the policy runs: `bpf`, in the kernel (the BPF scheduler), or
-    /// `user`, in this agent on scx_rustland_core (the model decides, a thin
-    /// BPF layer carries the decisions out; the scx_gmp-user binary).
+    /// `user`, in the agent on scx_rustland_core (the model decides, a thin
+    /// BPF layer carries the decisions out; the scx_gmp-user binary, which
+    /// must be installed beside scx_gmp).
     #[arg(long, value_enum, default_value_t = Mode::Bpf)]
     pub mode: Mode,
 
-    /// Print Go's schedtrace line and the rule counters every SECS seconds
-    /// while scheduling.
-    #[arg(long, value_name = "SECS")]
-    pub stats: Option<f64>,
-
-    /// Do not schedule: print the stats of a running scx_gmp every SECS
-    /// seconds.
+    /// Do not schedule: print the stats of a running scx_gmp (either mode)
+    /// every SECS seconds (at least 0.1).
     #[arg(long, value_name = "SECS")]
     pub monitor: Option<f64>,
+
+    /// With --monitor: print each sample as one line of JSON (the scx_stats
+    /// record) instead of the schedtrace text.
+    #[arg(long, requires = "monitor")]
+    pub json: bool,
 
     /// Describe every stats field and exit.
     #[arg(long)]
     pub help_stats: bool,
-
-    /// Bytes of the BPF debug dump kept when the scheduler is ejected (0: the
-    /// kernel's default).
-    #[arg(long, default_value_t = 0)]
-    pub exit_dump_len: u32,
-
-    /// Verbose output, including the libbpf log.
-    #[arg(short, long)]
-    pub verbose: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -124,193 +179,7 @@ pub enum Mode {
 pub enum Cmd {
     /// Run the policy in the deterministic simulator instead of the kernel
     /// (no root, no sched_ext needed): Go's schedtrace lines, then makespan,
-    /// per-CPU busy share, steals and 61-tick takes. The policy options above
-    /// apply.
+    /// per-CPU busy share, steals and global-queue takes. The policy options
+    /// above apply.
     Sim(SimOpts),
-}
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum Workload {
-    /// One task spawns --tasks tasks of --task-us each, then joins them.
-    Fanout,
-    /// A recursive spawn/join tree of --depth, leaves of --task-us.
-    Fib,
-    /// --pairs ping-pong pairs, --rounds hand-offs of --task-us each.
-    Pingpong,
-    /// --tasks CPU-bound tasks of --task-us each.
-    Spin,
-    /// All of the above at once, plus yielding and sleeping tasks.
-    Mixed,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct SimOpts {
-    /// The workload to simulate.
-    #[arg(long, value_enum, default_value_t = Workload::Fanout)]
-    pub workload: Workload,
-    /// Simulated CPUs (Go's Ps).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=512))]
-    pub procs: u32,
-    /// Tasks of the fanout and spin workloads.
-    #[arg(long, default_value_t = 8000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub tasks: u32,
-    /// CPU time of each task, leaf or hand-off, in microseconds.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
-    pub task_us: u64,
-    /// Depth of the fib tree (2^depth leaves, about).
-    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..=22))]
-    pub depth: u32,
-    /// Ping-pong pairs.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    pub pairs: u32,
-    /// Hand-offs of each ping-pong pair.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
-    pub rounds: u32,
-    /// Print a schedtrace line every MS milliseconds of simulated time.
-    #[arg(long, value_name = "MS")]
-    pub trace_ms: Option<f64>,
-    /// Seed of the random steal order.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-}
-
-pub fn simulate(policy: &PolicyOpts, o: &SimOpts) -> Result<()> {
-    use crate::model::Affinity;
-    use crate::sim::{Config, Sim, Work};
-
-    let trace_ns = match o.trace_ms {
-        None => None,
-        Some(ms) if ms.is_finite() && ms > 0.0 => Some((ms * 1e6).max(1.0) as u64),
-        Some(ms) => bail!("--trace-ms {ms}: must be a positive number of milliseconds"),
-    };
-    let params = policy.params(o.procs as usize, o.seed);
-    let ns = o.task_us * 1000;
-    let fanout = Work::FanOut {
-        n: o.tasks,
-        child_ns: ns,
-    };
-    let fib = Work::Fib {
-        depth: o.depth,
-        leaf_ns: ns,
-    };
-    let pairs = (0..o.pairs as usize).map(|i| {
-        let w = Work::PingPong {
-            tx: 2 * i,
-            rx: 2 * i + 1,
-            rounds: o.rounds,
-            work_ns: ns,
-        };
-        (w, Affinity::All)
-    });
-    let all = |w: Work| (w, Affinity::All);
-    let root = match o.workload {
-        Workload::Fanout => fanout,
-        Workload::Fib => fib,
-        Workload::Pingpong => Work::Spawner {
-            children: pairs.collect(),
-        },
-        Workload::Spin => Work::Spawner {
-            children: (0..o.tasks).map(|_| all(Work::Busy { ns })).collect(),
-        },
-        Workload::Mixed => {
-            let mut children: Vec<_> = pairs.collect();
-            children.extend([
-                all(fanout),
-                all(fib),
-                all(Work::Yielder {
-                    rounds: 100,
-                    work_ns: ns,
-                }),
-                all(Work::Sleeper {
-                    rounds: 100,
-                    work_ns: ns,
-                    sleep_ns: 10 * ns,
-                }),
-            ]);
-            Work::Spawner { children }
-        }
-    };
-    let mut cfg = Config::new(params);
-    cfg.trace_ns = trace_ns;
-    let mut sim = Sim::new(cfg);
-    sim.spawn_root(root);
-    let report = sim.run();
-    for line in &report.trace {
-        println!("{line}");
-    }
-    println!("{}", report.summary());
-    if !report.lost.is_empty() {
-        bail!("{} tasks never finished", report.lost.len());
-    }
-    Ok(())
-}
-
-pub fn check_interval(name: &str, secs: Option<f64>) -> Result<Option<Duration>> {
-    match secs {
-        None => Ok(None),
-        Some(s) if s.is_finite() && s > 0.0 && s <= 3600.0 => Ok(Some(Duration::from_secs_f64(s))),
-        Some(s) => bail!("--{name} {s}: the interval must be in (0, 3600] seconds"),
-    }
-}
-
-/// Refuse early, with one clear line, what would fail deep inside libbpf.
-pub fn preflight() -> Result<()> {
-    let state = std::fs::read_to_string("/sys/kernel/sched_ext/state").map_err(|_| {
-        anyhow!(
-            "this kernel has no sched_ext (no /sys/kernel/sched_ext): boot one built with \
-             CONFIG_SCHED_CLASS_EXT=y, or try scx_gmp in a VM with vm/run"
-        )
-    })?;
-    if unsafe { libc::geteuid() } != 0 {
-        bail!("must run as root to load a BPF scheduler (try: sudo scx_gmp)");
-    }
-    if state.trim() != "disabled" {
-        let ops = std::fs::read_to_string("/sys/kernel/sched_ext/root/ops").unwrap_or_default();
-        bail!(
-            "another sched_ext scheduler is loaded ({}, state {}): stop it first",
-            ops.trim(),
-            state.trim()
-        );
-    }
-    Ok(())
-}
-
-pub fn init_log(verbose: bool) -> Result<()> {
-    let level = if verbose {
-        simplelog::LevelFilter::Debug
-    } else {
-        simplelog::LevelFilter::Info
-    };
-    let cfg = simplelog::ConfigBuilder::new()
-        .set_time_level(simplelog::LevelFilter::Off)
-        .set_location_level(simplelog::LevelFilter::Off)
-        .set_target_level(simplelog::LevelFilter::Off)
-        .set_thread_level(simplelog::LevelFilter::Off)
-        .build();
-    simplelog::TermLogger::init(
-        level,
-        cfg,
-        simplelog::TerminalMode::Stderr,
-        simplelog::ColorChoice::Never,
-    )?;
-    Ok(())
-}
-
-/// Print the stats of the running scheduler every `intv` until `shutdown`.
-/// `--stats`: print the stats every `intv` from a thread, until `shutdown`.
-pub fn spawn_monitor(intv: Duration, shutdown: Arc<AtomicBool>) {
-    std::thread::spawn(move || {
-        if let Err(e) = monitor(intv, shutdown) {
-            log::warn!("stats monitor stopped: {e:#}");
-        }
-    });
-}
-
-pub fn monitor(intv: Duration, shutdown: Arc<AtomicBool>) -> Result<()> {
-    scx_utils::monitor_stats::<Metrics>(
-        &[],
-        intv,
-        || shutdown.load(Ordering::Relaxed),
-        |m| Ok(m.format(&mut std::io::stdout())?),
-    )
 }

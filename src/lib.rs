@@ -1,10 +1,14 @@
 //! scx_gmp: the Go runtime's G-M-P scheduling policy for every Linux thread.
 //!
-//! The library holds everything that does not touch the kernel: the stats
-//! record and its Go `schedtrace` rendering (shared by every mode), the pure
-//! policy model and the deterministic simulator that drives it.
+//! The library holds everything both agents share and nothing that loads a
+//! BPF program: the options, the pre-load checks, the stats record and its Go
+//! `schedtrace` rendering, the pure policy model and the deterministic
+//! simulator that drives it. docs/go-policy.md states the rules.
 
+pub mod bpf_intf;
 pub mod cli;
+pub mod load;
 pub mod model;
+pub mod procstat;
 pub mod sim;
 pub mod stats;

@@ -1,34 +1,53 @@
 //! `scx_gmp`: load the Go-policy BPF scheduler, report its stats in Go's
 //! schedtrace format, and exit cleanly; or run the policy in the simulator;
-//! or, with `--mode user`, hand over to the user-space mode (scx_gmp-user).
+//! or watch a running instance; or, with `--mode user`, supervise the
+//! user-space mode (the `scx_gmp-user` binary, built from `user/`).
 
 mod bpf;
+mod bpf_skel;
 
-use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::ffi::OsString;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
-use scx_gmp::cli::{
-    check_interval, init_log, monitor, preflight, simulate, spawn_monitor, Cmd, Mode, Opts,
-    RESTART_EXIT,
-};
+use scx_gmp::cli::{Cmd, Mode, Opts, RESTART_EXIT};
+use scx_gmp::load::{check_interval, exit_code, init_log, preflight};
+use scx_gmp::{sim, stats};
+
+/// scx_gmp's arguments less `--mode`: what scx_gmp-user takes.
+fn user_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut out = Vec::new();
+    let mut args = args.into_iter();
+    while let Some(a) = args.next() {
+        if a == "--mode" {
+            args.next();
+        } else if !a.to_string_lossy().starts_with("--mode=") {
+            out.push(a);
+        }
+    }
+    out
+}
 
 /// `--mode user`: run `scx_gmp-user` (beside this binary) with the same
-/// arguments, forward SIGINT/SIGTERM to it, and start a fresh one when it
-/// exits asking for a restart. It is a second binary, and a child process,
-/// because scx_rustland_core brings a global allocator (a locked 64 MiB
-/// arena), its own SIGINT/SIGTERM handler, and a seccomp filter against
-/// mmap() that no process can drop, so that one process can load its BPF
-/// side only once.
-fn run_user_mode() -> Result<()> {
-    use std::os::unix::process::ExitStatusExt;
-    use std::sync::atomic::AtomicI32;
-
+/// options, forward SIGINT/SIGTERM to it, and start a fresh one when it exits
+/// asking for a restart. It is a second binary, and a child process, because
+/// scx_rustland_core brings a global allocator (a locked 64 MiB arena), its
+/// own SIGINT/SIGTERM handler, and a seccomp filter against mmap() that no
+/// process can drop, so that one process can load its BPF side only once.
+/// The child gets SIGTERM if this process dies, even by SIGKILL.
+fn supervise_user_mode() -> Result<()> {
     let me = std::env::current_exe().context("cannot find this executable")?;
     let user = me.with_file_name("scx_gmp-user");
+    if !user.exists() {
+        bail!(
+            "--mode user needs scx_gmp-user beside {} (install it with `cargo install --path user`)",
+            me.display()
+        );
+    }
     let child = Arc::new(AtomicI32::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let (c, s) = (child.clone(), stop.clone());
@@ -40,9 +59,21 @@ fn run_user_mode() -> Result<()> {
         }
     })
     .context("cannot set the SIGINT/SIGTERM handler")?;
+    let parent = std::process::id() as i32;
     loop {
-        let mut proc = std::process::Command::new(&user)
-            .args(std::env::args_os().skip(1))
+        let mut cmd = std::process::Command::new(&user);
+        cmd.args(user_args(std::env::args_os().skip(1)));
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                if libc::getppid() != parent {
+                    libc::_exit(1); // the parent died before prctl
+                }
+                Ok(())
+            });
+        }
+        let mut proc = cmd
             .spawn()
             .with_context(|| format!("cannot run {}", user.display()))?;
         child.store(proc.id() as i32, Ordering::SeqCst);
@@ -64,40 +95,54 @@ fn run_user_mode() -> Result<()> {
 }
 
 fn run(opts: Opts) -> Result<()> {
-    if let Some(Cmd::Sim(sim)) = &opts.cmd {
-        return simulate(&opts.policy, sim);
+    if let Some(Cmd::Sim(o)) = &opts.cmd {
+        return sim::simulate(&opts.policy, o);
     }
     if opts.help_stats {
-        return scx_gmp::stats::describe();
+        return stats::describe();
     }
-    let stats = check_interval("stats", opts.stats)?;
+    let stats = check_interval("stats", opts.agent.stats)?;
     let mon = check_interval("monitor", opts.monitor)?;
-    init_log(opts.verbose)?;
+    init_log(opts.agent.verbose)?;
     if opts.mode == Mode::User && mon.is_none() {
-        return run_user_mode();
+        return supervise_user_mode();
     }
 
     let shutdown = Arc::new(AtomicBool::new(false));
     let flag = shutdown.clone();
     ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
         .context("cannot set the SIGINT/SIGTERM handler")?;
-
     if let Some(intv) = mon {
-        return monitor(intv, shutdown);
+        return stats::monitor(intv, opts.json, shutdown);
     }
     preflight()?;
     if let Some(intv) = stats {
-        spawn_monitor(intv, shutdown.clone());
+        stats::spawn_monitor(intv, shutdown.clone());
     }
-    bpf::run(&opts.policy, opts.exit_dump_len, opts.verbose, shutdown)
+    bpf::run(&opts.policy, &opts.agent, shutdown)
 }
 
-fn main() -> ExitCode {
-    match run(Opts::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("scx_gmp: error: {e:#}");
-            ExitCode::FAILURE
-        }
+fn main() -> std::process::ExitCode {
+    exit_code(run(Opts::parse()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::user_args;
+
+    #[test]
+    fn user_mode_gets_every_option_but_mode() {
+        let args = [
+            "--mode",
+            "user",
+            "--slice-us",
+            "500",
+            "--mode=user",
+            "--stats",
+            "1",
+            "-v",
+        ];
+        let got = user_args(args.iter().map(|s| s.into()));
+        assert_eq!(got, ["--slice-us", "500", "--stats", "1", "-v"]);
     }
 }

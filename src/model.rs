@@ -9,7 +9,13 @@
 
 use std::collections::VecDeque;
 
+use crate::bpf_intf::*;
 use crate::stats::Metrics;
+
+/// Microseconds to nanoseconds: every knob is given in us and used in ns.
+pub const fn us_to_ns(us: u64) -> u64 {
+    us * gmp_consts_GMP_NSEC_PER_USEC as u64
+}
 
 /// A task (Go's G): an index into the model's task table.
 pub type G = u32;
@@ -38,18 +44,36 @@ pub struct Params {
 }
 
 impl Params {
-    /// Go's defaults for `nprocs` Ps.
+    /// Go's defaults (`bpf/intf.h`) for `nprocs` Ps.
     pub fn go(nprocs: usize) -> Self {
         Self {
             nprocs,
-            lrq_cap: 256,
-            global_every: 61,
-            steal_tries: 4,
-            slice_ns: 10_000_000,
-            min_slice_ns: 20_000,
-            runnext_grace_ns: 3_000,
+            lrq_cap: gmp_defaults_GMP_LRQ_CAP_DFL as usize,
+            global_every: gmp_defaults_GMP_GLOBAL_EVERY_DFL,
+            steal_tries: gmp_defaults_GMP_STEAL_TRIES_DFL,
+            slice_ns: us_to_ns(gmp_defaults_GMP_SLICE_US_DFL as u64),
+            min_slice_ns: us_to_ns(gmp_defaults_GMP_MIN_SLICE_US_DFL as u64),
+            runnext_grace_ns: us_to_ns(gmp_defaults_GMP_RUNNEXT_GRACE_US_DFL as u64),
             seed: 1,
         }
+    }
+}
+
+/// The start-up line both agents log: every knob, in microseconds.
+impl std::fmt::Display for Params {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let us = |ns: u64| ns / us_to_ns(1);
+        write!(
+            f,
+            "slice {} us, LRQ {}, global queue every {} schedticks, {} steal rounds, \
+             runnext grace {} us, min slice {} us",
+            us(self.slice_ns),
+            self.lrq_cap,
+            self.global_every,
+            self.steal_tries,
+            us(self.runnext_grace_ns),
+            us(self.min_slice_ns)
+        )
     }
 }
 
@@ -135,8 +159,8 @@ impl Lrq {
         (0..self.len() as u32).map(move |i| self.buf[self.slot(self.head.wrapping_add(i))])
     }
 
-    /// Remove up to `n` tasks for which `keep_out` holds, from the head,
-    /// into `out`; the others stay in order.
+    /// Remove up to `n` tasks for which `take` holds, from the head, into
+    /// `out`; the others stay in order.
     fn take_where(&mut self, n: usize, out: &mut Vec<G>, mut take: impl FnMut(G) -> bool) {
         let len = self.len() as u32;
         let mut kept = 0u32;
@@ -196,6 +220,8 @@ pub struct Sched {
     /// Cumulative counters, one per rule.
     pub stats: Metrics,
     affinity: Vec<Affinity>,
+    /// Task ids given back, for reuse (Go's `sched.gFree`).
+    gfree: Vec<G>,
     coprimes: Vec<u32>,
     rng: u64,
     grab: Vec<G>,
@@ -244,18 +270,32 @@ impl Sched {
             runq: VecDeque::new(),
             nmspinning: 0,
             affinity: Vec::new(),
+            gfree: Vec::new(),
             grab: Vec::new(),
         }
     }
 
-    /// Register a task (Go's `newproc` allocating a G).
+    /// Register a task (Go's `newproc` allocating a G), reusing the id of
+    /// one that `free_g` gave back (Go's `gfget`).
     pub fn new_g(&mut self, aff: Affinity) -> G {
+        if let Some(g) = self.gfree.pop() {
+            self.affinity[g as usize] = aff;
+            return g;
+        }
         self.affinity.push(aff);
         (self.affinity.len() - 1) as G
     }
 
-    pub fn set_affinity(&mut self, g: G, aff: Affinity) {
-        self.affinity[g as usize] = aff;
+    /// Give back the id of a task that exited (Go's `gfput`), for `new_g`
+    /// to reuse. The caller makes sure the task is in no queue.
+    pub fn free_g(&mut self, g: G) {
+        self.affinity[g as usize] = Affinity::All;
+        self.gfree.push(g);
+    }
+
+    /// Task ids in use: registered and not given back.
+    pub fn live_gs(&self) -> usize {
+        self.affinity.len() - self.gfree.len()
     }
 
     pub fn may_run(&self, g: G, p: usize) -> bool {
@@ -454,7 +494,7 @@ impl Sched {
         let every = self.params.global_every as u64;
         if every != 0 && self.ps[p].schedtick.is_multiple_of(every) && !self.runq.is_empty() {
             if let Some(g) = self.globrunqget(p) {
-                self.stats.global_61 += 1;
+                self.stats.global_tick += 1;
                 return Some((g, false));
             }
         }
@@ -464,8 +504,7 @@ impl Sched {
         if let Some(g) = self.globrunqgetbatch(p) {
             return Some((g, false));
         }
-        // Spin only while 2*nmspinning < busy Ps.
-        if !self.ps[p].spinning && 2 * self.nmspinning < self.params.nprocs - self.npidle {
+        if !self.ps[p].spinning && self.may_spin() {
             self.ps[p].spinning = true;
             self.nmspinning += 1;
             self.stats.spins += 1;
@@ -474,6 +513,12 @@ impl Sched {
             return self.steal_work(p, now).map(|g| (g, false));
         }
         None
+    }
+
+    /// proc.go findRunnable's cap on spinning Ms: a P may start looking for
+    /// work only while `2*nmspinning` is below the busy Ps.
+    pub fn may_spin(&self) -> bool {
+        2 * self.nmspinning < self.params.nprocs - self.npidle
     }
 
     /// proc.go wakep: if no P is spinning, wake an idle one to spin. Returns
@@ -745,7 +790,7 @@ mod tests {
         s.runqput(0, local, false, 0);
         s.ps[0].schedtick = 61;
         assert_eq!(s.find_runnable(0, 0), Some((global, false)));
-        assert_eq!(s.stats.global_61, 1);
+        assert_eq!(s.stats.global_tick, 1);
     }
 
     #[test]
@@ -815,6 +860,20 @@ mod tests {
         s.stop_spinning(0);
         assert_eq!(s.wakep(), None, "P1 is offline, P0 is taken");
         assert_eq!(s.npidle, 1, "an offline P counts as idle, not busy");
+    }
+
+    #[test]
+    fn freed_task_ids_are_reused_with_their_new_affinity() {
+        let mut s = busy(2);
+        let a = s.new_g(Affinity::All);
+        let b = s.new_g(Affinity::only(&[1]));
+        s.free_g(b);
+        assert_eq!(s.live_gs(), 1);
+        let c = s.new_g(Affinity::only(&[0]));
+        assert_eq!(c, b, "the freed id comes back");
+        assert!(s.may_run(c, 0) && !s.may_run(c, 1));
+        assert_eq!(s.new_g(Affinity::All), 2, "then fresh ids again");
+        assert_eq!((s.live_gs(), a), (3, 0));
     }
 
     #[test]

@@ -9,6 +9,9 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use anyhow::{bail, Result};
+
+use crate::cli::PolicyOpts;
 use crate::model::{Affinity, Params, Sched, G};
 use crate::stats::Metrics;
 
@@ -66,138 +69,107 @@ enum Action {
     Exit,
 }
 
+/// A program read phase by phase: each `then(n, f)` is `n` steps whose
+/// actions `f(i)` gives (`i` counts from 0 within them); past the last step
+/// the task exits.
+struct Program {
+    phase: u32,
+    action: Option<Action>,
+}
+
+impl Program {
+    fn at(phase: u32) -> Self {
+        Self {
+            phase,
+            action: None,
+        }
+    }
+
+    fn then(mut self, n: u32, f: impl FnOnce(u32) -> Action) -> Self {
+        if self.action.is_none() {
+            if self.phase < n {
+                self.action = Some(f(self.phase));
+            } else {
+                self.phase -= n;
+            }
+        }
+        self
+    }
+
+    fn once(self, f: impl FnOnce() -> Action) -> Self {
+        self.then(1, |_| f())
+    }
+
+    /// `rounds` times the steps of `round`, in order.
+    fn rounds<const N: usize>(self, rounds: u32, round: [Action; N]) -> Self {
+        let n = rounds.saturating_mul(N as u32);
+        self.then(n, |i| round.into_iter().nth(i as usize % N).unwrap())
+    }
+
+    fn end(self) -> Action {
+        self.action.unwrap_or(Action::Exit)
+    }
+}
+
 impl Work {
     /// The action at step `phase` of this program.
     fn action(&self, phase: u32) -> Action {
-        let alt = |n: u32, even: Action, odd: Action| {
-            if phase >= 2 * n {
-                Action::Exit
-            } else if phase.is_multiple_of(2) {
-                even
-            } else {
-                odd
-            }
-        };
+        use Action::*;
+        let p = Program::at(phase);
         match *self {
-            Work::Busy { ns } => match phase {
-                0 => Action::Run(ns),
-                _ => Action::Exit,
-            },
-            Work::FanOut { n, child_ns } => match phase {
-                p if p < n => Action::Spawn(Work::Busy { ns: child_ns }, Affinity::All),
-                p if p == n => Action::Join,
-                _ => Action::Exit,
-            },
-            Work::Fib { depth, leaf_ns } if depth < 2 => match phase {
-                0 => Action::Run(leaf_ns),
-                _ => Action::Exit,
-            },
-            Work::Fib { depth, leaf_ns } => match phase {
-                0 | 1 => Action::Spawn(
-                    Work::Fib {
-                        depth: depth - 1 - phase,
-                        leaf_ns,
-                    },
-                    Affinity::All,
-                ),
-                2 => Action::Join,
-                _ => Action::Exit,
-            },
-            Work::Producer { ch, items, work_ns } => {
-                alt(items, Action::Run(work_ns), Action::Send(ch))
-            }
-            Work::Consumer { ch, items, work_ns } => {
-                alt(items, Action::Recv(ch), Action::Run(work_ns))
-            }
+            Work::Busy { ns } => p.once(|| Run(ns)),
+            Work::FanOut { n, child_ns } => p
+                .then(n, |_| Spawn(Work::Busy { ns: child_ns }, Affinity::All))
+                .once(|| Join),
+            Work::Fib { depth, leaf_ns } if depth < 2 => p.once(|| Run(leaf_ns)),
+            Work::Fib { depth, leaf_ns } => p
+                .then(2, |i| {
+                    let depth = depth - 1 - i;
+                    Spawn(Work::Fib { depth, leaf_ns }, Affinity::All)
+                })
+                .once(|| Join),
+            Work::Producer { ch, items, work_ns } => p.rounds(items, [Run(work_ns), Send(ch)]),
+            Work::Consumer { ch, items, work_ns } => p.rounds(items, [Recv(ch), Run(work_ns)]),
             Work::PingPong {
                 tx,
                 rx,
                 rounds,
                 work_ns,
-            } => match phase {
-                0 => Action::Spawn(
-                    Work::Ponger {
-                        tx: rx,
-                        rx: tx,
-                        rounds,
-                        work_ns,
-                    },
-                    Affinity::All,
-                ),
-                p if p <= 3 * rounds => match (p - 1) % 3 {
-                    0 => Action::Run(work_ns),
-                    1 => Action::Send(tx),
-                    _ => Action::Recv(rx),
-                },
-                p if p == 3 * rounds + 1 => Action::Join,
-                _ => Action::Exit,
-            },
+            } => p
+                .once(|| {
+                    let (tx, rx) = (rx, tx);
+                    Spawn(
+                        Work::Ponger {
+                            tx,
+                            rx,
+                            rounds,
+                            work_ns,
+                        },
+                        Affinity::All,
+                    )
+                })
+                .rounds(rounds, [Run(work_ns), Send(tx), Recv(rx)])
+                .once(|| Join),
             Work::Ponger {
                 tx,
                 rx,
                 rounds,
                 work_ns,
-            } => match phase {
-                p if p < 3 * rounds => match p % 3 {
-                    0 => Action::Recv(rx),
-                    1 => Action::Run(work_ns),
-                    _ => Action::Send(tx),
-                },
-                _ => Action::Exit,
-            },
-            Work::Yielder { rounds, work_ns } => alt(rounds, Action::Run(work_ns), Action::Yield),
+            } => p.rounds(rounds, [Recv(rx), Run(work_ns), Send(tx)]),
+            Work::Yielder { rounds, work_ns } => p.rounds(rounds, [Run(work_ns), Yield]),
             Work::Sleeper {
                 rounds,
                 work_ns,
                 sleep_ns,
-            } => alt(rounds, Action::Run(work_ns), Action::Sleep(sleep_ns)),
-            Work::Spawner { ref children } => {
-                let n = children.len() as u32;
-                match phase {
-                    p if p < n => {
-                        let (w, a) = children[p as usize].clone();
-                        Action::Spawn(w, a)
-                    }
-                    p if p == n => Action::Join,
-                    _ => Action::Exit,
-                }
-            }
+            } => p.rounds(rounds, [Run(work_ns), Sleep(sleep_ns)]),
+            Work::Spawner { ref children } => p
+                .then(children.len() as u32, |i| {
+                    let (w, a) = children[i as usize].clone();
+                    Spawn(w, a)
+                })
+                .once(|| Join),
         }
-    }
-
-    /// CPU time the whole tree of this program uses (spawn costs excluded).
-    pub fn cpu_ns(&self) -> u64 {
-        match *self {
-            Work::Busy { ns } => ns,
-            Work::FanOut { n, child_ns } => n as u64 * child_ns,
-            Work::Fib { depth, leaf_ns } if depth < 2 => leaf_ns,
-            Work::Fib { depth, leaf_ns } => {
-                Work::Fib {
-                    depth: depth - 1,
-                    leaf_ns,
-                }
-                .cpu_ns()
-                    + Work::Fib {
-                        depth: depth - 2,
-                        leaf_ns,
-                    }
-                    .cpu_ns()
-            }
-            Work::Producer { items, work_ns, .. } | Work::Consumer { items, work_ns, .. } => {
-                items as u64 * work_ns
-            }
-            Work::PingPong {
-                rounds, work_ns, ..
-            } => 2 * rounds as u64 * work_ns,
-            Work::Ponger {
-                rounds, work_ns, ..
-            } => rounds as u64 * work_ns,
-            Work::Yielder { rounds, work_ns }
-            | Work::Sleeper {
-                rounds, work_ns, ..
-            } => rounds as u64 * work_ns,
-            Work::Spawner { ref children } => children.iter().map(|(w, _)| w.cpu_ns()).sum(),
-        }
+        .end()
     }
 }
 
@@ -250,7 +222,7 @@ pub struct Report {
     pub conservation_violations: u64,
     /// Times a task ran on a P outside its affinity.
     pub affinity_violations: u64,
-    /// Largest LRQ length seen, and the capacity.
+    /// Largest LRQ length seen.
     pub max_lrq: usize,
     /// The final counters.
     pub metrics: Metrics,
@@ -273,8 +245,8 @@ impl Report {
         }
         let m = &self.metrics;
         s += &format!(
-            "steals: tried={} ok={} tasks={} runnext={}; 61-tick takes={}; global batches={}; overflows={}\n",
-            m.steal_try, m.steal_ok, m.stolen_tasks, m.stolen_runnext, m.global_61, m.global_batch, m.overflow
+            "steals: tried={} ok={} tasks={} runnext={}; global-tick takes={}; global batches={}; overflows={}\n",
+            m.steal_try, m.steal_ok, m.stolen_tasks, m.stolen_runnext, m.global_tick, m.global_batch, m.overflow
         );
         s + &m.counters()
     }
@@ -348,6 +320,8 @@ pub struct Sim {
     now: u64,
     done: usize,
     report: Report,
+    /// Where schedtrace lines go as they are made (None: into the report).
+    trace_out: Option<Box<dyn FnMut(String)>>,
 }
 
 impl Sim {
@@ -368,7 +342,14 @@ impl Sim {
                 ..Default::default()
             },
             cfg,
+            trace_out: None,
         }
+    }
+
+    /// Hand each schedtrace line to `out` as it is made, instead of keeping
+    /// it in the report: a long run's trace then takes no memory.
+    pub fn stream_trace(&mut self, out: impl FnMut(String) + 'static) {
+        self.trace_out = Some(Box::new(out));
     }
 
     fn post(&mut self, at: u64, ev: Ev) {
@@ -480,8 +461,7 @@ impl Sim {
     fn run_cpu(&mut self, p: usize) {
         loop {
             if self.cpus[p].cur.is_none() {
-                let can_spin = self.sched.ps[p].spinning
-                    || 2 * self.sched.nmspinning < self.cfg.params.nprocs - self.sched.npidle;
+                let can_spin = self.sched.ps[p].spinning || self.sched.may_spin();
                 let (run, woke) = self.sched.schedule(p, self.now);
                 if let Some(w) = woke {
                     self.kick(w);
@@ -699,7 +679,10 @@ impl Sim {
                 Ev::Trace => {
                     let live = (self.tasks.len() - self.done) as u64;
                     let m = self.sched.metrics(self.now / 1_000_000, live);
-                    self.report.trace.push(m.schedtrace());
+                    match &mut self.trace_out {
+                        Some(out) => out(m.schedtrace()),
+                        None => self.report.trace.push(m.schedtrace()),
+                    }
                     if self.done < self.tasks.len() {
                         self.post(self.now + self.cfg.trace_ns.unwrap(), Ev::Trace);
                     }
@@ -722,4 +705,120 @@ impl Sim {
             .metrics(self.report.makespan_ns / 1_000_000, live);
         self.report
     }
+}
+
+// ---- `scx_gmp sim`: the simulator on the command line ----------------------
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Workload {
+    /// One task spawns --tasks tasks of --task-us each, then joins them.
+    Fanout,
+    /// A recursive spawn/join tree of --depth, leaves of --task-us.
+    Fib,
+    /// --pairs ping-pong pairs, --rounds hand-offs of --task-us each.
+    Pingpong,
+    /// --tasks CPU-bound tasks of --task-us each.
+    Spin,
+    /// All of the above at once, plus yielding and sleeping tasks.
+    Mixed,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SimOpts {
+    /// The workload to simulate.
+    #[arg(long, value_enum, default_value_t = Workload::Fanout)]
+    pub workload: Workload,
+    /// Simulated CPUs (Go's Ps).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=512))]
+    pub procs: u32,
+    /// Tasks of the fanout and spin workloads.
+    #[arg(long, default_value_t = 8000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub tasks: u32,
+    /// CPU time of each task, leaf or hand-off, in microseconds.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub task_us: u64,
+    /// Depth of the fib tree (2^depth leaves, about).
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..=22))]
+    pub depth: u32,
+    /// Ping-pong pairs.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub pairs: u32,
+    /// Hand-offs of each ping-pong pair.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub rounds: u32,
+    /// Print a schedtrace line every MS milliseconds of simulated time (at
+    /// least 0.01).
+    #[arg(long, value_name = "MS")]
+    pub trace_ms: Option<f64>,
+    /// Seed of the random steal order.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// `scx_gmp sim`: run the workload, print the schedtrace lines as they come
+/// (none are kept), then the summary; an error if a task never finished.
+pub fn simulate(policy: &PolicyOpts, o: &SimOpts) -> Result<()> {
+    let trace_ns = match o.trace_ms {
+        None => None,
+        Some(ms) if ms.is_finite() && (0.01..=3_600_000.0).contains(&ms) => Some((ms * 1e6) as u64),
+        Some(ms) => bail!("--trace-ms {ms}: must be from 0.01 to 3600000 milliseconds"),
+    };
+    let params = policy.params(o.procs as usize, o.seed);
+    let ns = o.task_us * 1000;
+    let fanout = Work::FanOut {
+        n: o.tasks,
+        child_ns: ns,
+    };
+    let fib = Work::Fib {
+        depth: o.depth,
+        leaf_ns: ns,
+    };
+    let pairs = (0..o.pairs as usize).map(|i| {
+        let w = Work::PingPong {
+            tx: 2 * i,
+            rx: 2 * i + 1,
+            rounds: o.rounds,
+            work_ns: ns,
+        };
+        (w, Affinity::All)
+    });
+    let all = |w: Work| (w, Affinity::All);
+    let root = match o.workload {
+        Workload::Fanout => fanout,
+        Workload::Fib => fib,
+        Workload::Pingpong => Work::Spawner {
+            children: pairs.collect(),
+        },
+        Workload::Spin => Work::Spawner {
+            children: (0..o.tasks).map(|_| all(Work::Busy { ns })).collect(),
+        },
+        Workload::Mixed => {
+            let mut children: Vec<_> = pairs.collect();
+            children.extend([
+                all(fanout),
+                all(fib),
+                all(Work::Yielder {
+                    rounds: 100,
+                    work_ns: ns,
+                }),
+                all(Work::Sleeper {
+                    rounds: 100,
+                    work_ns: ns,
+                    sleep_ns: 10 * ns,
+                }),
+            ]);
+            Work::Spawner { children }
+        }
+    };
+    let mut cfg = Config::new(params);
+    cfg.trace_ns = trace_ns;
+    let mut sim = Sim::new(cfg);
+    sim.stream_trace(|line| println!("{line}"));
+    sim.spawn_root(root);
+    let report = sim.run();
+    println!("{}", report.summary());
+    if !report.lost.is_empty() {
+        bail!("{} tasks never finished", report.lost.len());
+    }
+    Ok(())
 }

@@ -1,76 +1,84 @@
-//! The stats record every mode reports, rendered in Go's `schedtrace` format.
+//! The stats record every mode reports, rendered in Go's `schedtrace` format,
+//! and the `--monitor` client that prints a running scheduler's.
+//!
+//! The counters are one table (`counters!` below): each row names the field,
+//! its id in `bpf/intf.h`'s `enum gmp_stat`, where it prints and what it
+//! means. A new counter is a line there and a line in `intf.h`.
 
 use std::fmt::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use scx_stats::prelude::*;
+use scx_stats_derive::{stat_doc, Stats};
+use serde::{Deserialize, Serialize};
 
-use scx_stats_derive::stat_doc;
-use scx_stats_derive::Stats;
-use serde::Deserialize;
-use serde::Serialize;
+use crate::bpf_intf::*;
 
-/// One snapshot of the scheduler: Go's schedtrace fields plus one cumulative
-/// counter per Go rule.
-#[stat_doc]
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Stats)]
-#[stat(top)]
-pub struct Metrics {
-    #[stat(desc = "Milliseconds since the scheduler started")]
-    pub uptime_ms: u64,
-    #[stat(desc = "Managed CPUs (Go's Ps, GOMAXPROCS)")]
-    pub gomaxprocs: u64,
-    #[stat(desc = "Idle CPUs")]
-    pub idleprocs: u64,
-    #[stat(desc = "Tasks under the scheduler (Go prints its Ms)")]
-    pub threads: u64,
-    #[stat(desc = "CPUs looking for work (spinning Ms)")]
-    pub spinningthreads: u64,
-    #[stat(desc = "Global run queue length")]
-    pub runqueue: u64,
-    #[stat(desc = "Local run queue length of each CPU")]
-    pub lrq: Vec<u64>,
-    #[stat(desc = "runqput into runnext (wakeup, fork)")]
-    pub runnext_put: u64,
-    #[stat(desc = "Older runnext tasks kicked to the LRQ tail")]
-    pub runnext_kick: u64,
-    #[stat(desc = "runqget took runnext (slice inherited)")]
-    pub runnext_hit: u64,
-    #[stat(desc = "runqput to an LRQ tail")]
-    pub lrq_put: u64,
-    #[stat(desc = "runqget took an LRQ head")]
-    pub lrq_get: u64,
-    #[stat(desc = "runqputslow: puts into a full LRQ")]
-    pub overflow: u64,
-    #[stat(desc = "Tasks runqputslow moved to the global queue")]
-    pub overflow_tasks: u64,
-    #[stat(desc = "globrunqput: tasks put on the global queue")]
-    pub global_put: u64,
-    #[stat(desc = "Every-61st-schedtick takes from the global queue")]
-    pub global_61: u64,
-    #[stat(desc = "globrunqgetbatch calls that got work")]
-    pub global_batch: u64,
-    #[stat(desc = "Tasks taken by global batches")]
-    pub global_batch_tasks: u64,
-    #[stat(desc = "runqsteal calls (victims probed)")]
-    pub steal_try: u64,
-    #[stat(desc = "runqsteal calls that got work")]
-    pub steal_ok: u64,
-    #[stat(desc = "Tasks stolen")]
-    pub stolen_tasks: u64,
-    #[stat(desc = "Of those, taken from a victim's runnext")]
-    pub stolen_runnext: u64,
-    #[stat(desc = "Slices that ran out (preempted to the global queue)")]
-    pub slice_expired: u64,
-    #[stat(desc = "Yields (Gosched, to the global queue)")]
-    pub yields: u64,
-    #[stat(desc = "find_runnable found nothing")]
-    pub idle: u64,
-    #[stat(desc = "wakep kicks of idle CPUs")]
-    pub kicks: u64,
-    #[stat(desc = "CPUs that started spinning")]
-    pub spins: u64,
-    #[stat(desc = "Locked tasks (per-CPU kthreads) run on their CPU")]
-    pub locked: u64,
+macro_rules! counters {
+    ($($field:ident = $id:ident, $section:literal $label:literal, $desc:literal;)*) => {
+        /// One snapshot of the scheduler: Go's schedtrace fields plus one
+        /// cumulative counter per Go rule.
+        #[stat_doc]
+        #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Stats)]
+        #[stat(top)]
+        pub struct Metrics {
+            #[stat(desc = "Milliseconds since the scheduler started")]
+            pub uptime_ms: u64,
+            #[stat(desc = "Managed CPUs (Go's Ps, GOMAXPROCS)")]
+            pub gomaxprocs: u64,
+            #[stat(desc = "Idle CPUs")]
+            pub idleprocs: u64,
+            #[stat(desc = "Tasks under the scheduler (Go prints its Ms)")]
+            pub threads: u64,
+            #[stat(desc = "CPUs looking for work (spinning Ms)")]
+            pub spinningthreads: u64,
+            #[stat(desc = "Global run queue length")]
+            pub runqueue: u64,
+            #[stat(desc = "Local run queue length of each CPU")]
+            pub lrq: Vec<u64>,
+            $(#[stat(desc = $desc)] pub $field: u64,)*
+        }
+
+        impl Metrics {
+            /// Every counter as (section, label, value), in table order.
+            pub fn counter_list(&self) -> Vec<(&'static str, &'static str, u64)> {
+                vec![$(($section, $label, self.$field)),*]
+            }
+
+            /// Take the counters from the BPF side's sums over CPUs, indexed
+            /// by `enum gmp_stat`.
+            pub fn set_bpf_counters(&mut self, sum: &[u64; gmp_stat_GMP_NR_STATS as usize]) {
+                $(self.$field = sum[$id as usize];)*
+            }
+        }
+    };
+}
+
+counters! {
+    runnext_put = gmp_stat_GMP_STAT_RUNNEXT_PUT, "runnext" "put", "runqput into runnext (wakeup, fork)";
+    runnext_kick = gmp_stat_GMP_STAT_RUNNEXT_KICK, "runnext" "kick", "Older runnext tasks kicked to the LRQ tail";
+    runnext_hit = gmp_stat_GMP_STAT_RUNNEXT_HIT, "runnext" "hit", "runqget took runnext (slice inherited)";
+    lrq_put = gmp_stat_GMP_STAT_LRQ_PUT, "lrq" "put", "runqput to an LRQ tail";
+    lrq_get = gmp_stat_GMP_STAT_LRQ_GET, "lrq" "get", "runqget took an LRQ head";
+    overflow = gmp_stat_GMP_STAT_OVERFLOW, "overflow" "overflow", "runqputslow: puts into a full LRQ";
+    overflow_tasks = gmp_stat_GMP_STAT_OVERFLOW_TASKS, "overflow" "tasks", "Tasks runqputslow moved to the global queue";
+    global_put = gmp_stat_GMP_STAT_GLOBAL_PUT, "global" "put", "globrunqput: tasks put on the global queue";
+    global_tick = gmp_stat_GMP_STAT_GLOBAL_TICK, "global" "tick", "Takes from the global queue on every --global-every-th schedtick (Go: 61st)";
+    global_batch = gmp_stat_GMP_STAT_GLOBAL_BATCH, "global" "batch", "globrunqgetbatch calls that got work";
+    global_batch_tasks = gmp_stat_GMP_STAT_GLOBAL_BATCH_TASKS, "global" "tasks", "Tasks taken by global batches";
+    steal_try = gmp_stat_GMP_STAT_STEAL_TRY, "steal" "try", "runqsteal calls (victims probed)";
+    steal_ok = gmp_stat_GMP_STAT_STEAL_OK, "steal" "ok", "runqsteal calls that got work";
+    stolen_tasks = gmp_stat_GMP_STAT_STOLEN_TASKS, "steal" "tasks", "Tasks stolen";
+    stolen_runnext = gmp_stat_GMP_STAT_STOLEN_RUNNEXT, "steal" "runnext", "Of those, taken from a victim's runnext";
+    slice_expired = gmp_stat_GMP_STAT_SLICE_EXPIRED, "" "slice-expired", "Slices that ran out (preempted to the global queue)";
+    yields = gmp_stat_GMP_STAT_YIELD, "" "yield", "Yields (Gosched, to the global queue)";
+    idle = gmp_stat_GMP_STAT_IDLE, "" "idle", "find_runnable found nothing";
+    kicks = gmp_stat_GMP_STAT_KICK, "" "kick", "wakep kicks of idle CPUs";
+    spins = gmp_stat_GMP_STAT_SPIN, "" "spin", "CPUs that started spinning";
+    kthread = gmp_stat_GMP_STAT_KTHREAD, "" "kthread", "Kernel threads run on their CPU, outside the Go queues";
+    affine = gmp_stat_GMP_STAT_AFFINE, "" "affine", "User mode: tasks with restricted affinity run on their CPU, outside the Go queues (BPF mode queues them)";
 }
 
 impl Metrics {
@@ -93,34 +101,29 @@ impl Metrics {
         s
     }
 
-    /// The rule counters, one line, `name=value` pairs.
+    /// The rule counters on one line, grouped by section:
+    /// `  runnext put=.. kick=.. hit=.. | lrq put=.. get=.. | ...`.
     pub fn counters(&self) -> String {
-        format!(
-            "  runnext put={} kick={} hit={} | lrq put={} get={} | overflow={} tasks={} | \
-             global put={} 61tick={} batch={} tasks={} | steal try={} ok={} tasks={} runnext={} | \
-             slice-expired={} yield={} idle={} kick={} spin={} locked={}",
-            self.runnext_put,
-            self.runnext_kick,
-            self.runnext_hit,
-            self.lrq_put,
-            self.lrq_get,
-            self.overflow,
-            self.overflow_tasks,
-            self.global_put,
-            self.global_61,
-            self.global_batch,
-            self.global_batch_tasks,
-            self.steal_try,
-            self.steal_ok,
-            self.stolen_tasks,
-            self.stolen_runnext,
-            self.slice_expired,
-            self.yields,
-            self.idle,
-            self.kicks,
-            self.spins,
-            self.locked
-        )
+        let mut s = String::from(" ");
+        let mut section = None;
+        for (sec, label, v) in self.counter_list() {
+            if section != Some(sec) {
+                if section.is_some() {
+                    s += " |";
+                }
+                if !sec.is_empty() {
+                    let _ = write!(s, " {sec}");
+                }
+                section = Some(sec);
+            }
+            let _ = write!(s, " {label}={v}");
+        }
+        s
+    }
+
+    /// The agents' last word on exit: both lines, logged.
+    pub fn log_final(&self) {
+        log::info!("final stats:\n{}\n{}", self.schedtrace(), self.counters());
     }
 
     /// Both lines, as `--stats` and `--monitor` print them.
@@ -132,12 +135,11 @@ impl Metrics {
 
 /// The stats server: each request is answered with a fresh `Metrics`.
 pub fn server_data() -> StatsServerData<(), Metrics> {
-    let open: Box<dyn StatsOpener<(), Metrics>> = Box::new(move |(req_ch, res_ch)| {
+    let open: Box<dyn StatsOpener<(), Metrics>> = Box::new(move |_| {
         let read: Box<dyn StatsReader<(), Metrics>> = Box::new(move |_args, (req_ch, res_ch)| {
             req_ch.send(())?;
             res_ch.recv()?.to_json()
         });
-        let _ = (req_ch, res_ch);
         Ok(read)
     });
     StatsServerData::new()
@@ -150,7 +152,40 @@ pub fn describe() -> anyhow::Result<()> {
     server_data().describe_meta(&mut std::io::stdout(), None)
 }
 
-/// Parse one `name=value` counter out of a `counters()` or schedtrace line.
+/// `--monitor`: print the stats of the running scheduler (either mode) every
+/// `intv` until `shutdown`, as text or as one JSON record a line.
+pub fn monitor(intv: Duration, json: bool, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
+    scx_utils::monitor_stats::<Metrics>(
+        &[],
+        intv,
+        || shutdown.load(Ordering::Relaxed),
+        |m| {
+            let mut out = std::io::stdout().lock();
+            if json {
+                writeln_json(&mut out, &m)
+            } else {
+                Ok(m.format(&mut out)?)
+            }
+        },
+    )
+}
+
+fn writeln_json(out: &mut impl std::io::Write, m: &Metrics) -> anyhow::Result<()> {
+    serde_json::to_writer(&mut *out, m)?;
+    Ok(writeln!(out)?)
+}
+
+/// `--stats` in the BPF mode: `monitor` from a thread of its own.
+pub fn spawn_monitor(intv: Duration, shutdown: Arc<AtomicBool>) {
+    std::thread::spawn(move || {
+        if let Err(e) = monitor(intv, false, shutdown) {
+            log::warn!("stats monitor stopped: {e:#}");
+        }
+    });
+}
+
+/// Parse one `name=value` number out of a line of text (the simulator's
+/// summary, or a schedtrace line); `section` is a word the name follows.
 pub fn field(line: &str, section: &str, name: &str) -> Option<u64> {
     let start = if section.is_empty() {
         0
@@ -190,19 +225,55 @@ mod tests {
     }
 
     #[test]
-    fn field_reads_back_counters() {
+    fn counters_line_groups_the_table_by_section() {
         let m = Metrics {
+            runnext_put: 1,
+            runnext_kick: 2,
             steal_ok: 7,
-            stolen_tasks: 11,
-            global_61: 3,
-            global_batch_tasks: 5,
+            global_tick: 3,
+            kthread: 5,
             ..Default::default()
         };
         let line = m.counters();
-        assert_eq!(field(&line, "steal", "ok"), Some(7));
-        assert_eq!(field(&line, "steal", "tasks"), Some(11));
-        assert_eq!(field(&line, "global", "61tick"), Some(3));
-        assert_eq!(field(&line, "global", "tasks"), Some(5));
-        assert_eq!(field(&m.schedtrace(), "", "runqueue"), Some(0));
+        assert!(
+            line.starts_with(
+                "  runnext put=1 kick=2 hit=0 | lrq put=0 get=0 | overflow overflow=0"
+            ),
+            "{line}"
+        );
+        assert!(
+            line.contains("| global put=0 tick=3 batch=0 tasks=0 |"),
+            "{line}"
+        );
+        assert!(
+            line.contains("| steal try=0 ok=7 tasks=0 runnext=0 | slice-expired=0"),
+            "{line}"
+        );
+        assert!(line.ends_with(" kthread=5 affine=0"), "{line}");
+    }
+
+    #[test]
+    fn bpf_counters_land_in_their_fields() {
+        let mut sum = [0u64; gmp_stat_GMP_NR_STATS as usize];
+        for (i, v) in sum.iter_mut().enumerate() {
+            *v = 100 + i as u64;
+        }
+        let mut m = Metrics::default();
+        m.set_bpf_counters(&sum);
+        // The table's order is the enum's: each field took its own slot.
+        let values: Vec<u64> = m.counter_list().iter().map(|c| c.2).collect();
+        assert_eq!(values, sum.to_vec());
+        assert_eq!(m.global_tick, 100 + gmp_stat_GMP_STAT_GLOBAL_TICK as u64);
+    }
+
+    #[test]
+    fn metrics_round_trip_through_json() {
+        let m = Metrics {
+            lrq: vec![1, 2],
+            steal_ok: 4,
+            ..Default::default()
+        };
+        let text = serde_json::to_string(&m).unwrap();
+        assert_eq!(serde_json::from_str::<Metrics>(&text).unwrap(), m);
     }
 }

@@ -9,7 +9,9 @@ use std::process::Command;
 fn quick_benchmark_produces_a_table() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let bins = Path::new(env!("CARGO_BIN_EXE_scx_gmp")).parent().unwrap();
-    let _ = env!("CARGO_BIN_EXE_gmp-load"); // built beside scx_gmp
+    // gmp-load is an example, which `cargo test` builds beside scx_gmp.
+    assert!(bins.join("examples/gmp-load").exists());
+    assert!(bins.join("scx_gmp-user").exists());
     let out = Command::new(repo.join("bench/run"))
         .args(["--quick", "--bin-dir"])
         .arg(bins)

@@ -48,11 +48,72 @@ fn out_of_range_knobs_are_refused() {
         assert_eq!(code, 2, "{args:?} accepted");
         assert!(err.starts_with("error: "), "{args:?}: {err}");
     }
-    let (code, _, err) = scx_gmp(&["--stats", "0"]);
-    assert_eq!(code, 1);
-    assert_eq!(
-        err.trim(),
-        "scx_gmp: error: --stats 0: the interval must be in (0, 3600] seconds"
+    for (args, line) in [
+        (
+            &["--stats", "0"][..],
+            "--stats 0: the interval must be from 0.1 to 3600 seconds",
+        ),
+        (
+            &["--monitor", "0.01"],
+            "--monitor 0.01: the interval must be from 0.1 to 3600 seconds",
+        ),
+        (
+            &["--stats", "nan"],
+            "--stats NaN: the interval must be from 0.1 to 3600 seconds",
+        ),
+        (
+            &["sim", "--trace-ms", "0.000001"],
+            "--trace-ms 0.000001: must be from 0.01 to 3600000 milliseconds",
+        ),
+    ] {
+        let (code, _, err) = scx_gmp(args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert_eq!(err.trim(), format!("scx_gmp: error: {line}"), "{args:?}");
+    }
+    for args in [
+        &["--exit-dump-len", "2000000"][..],
+        &["--exit-dump-len", "-1"],
+        &["--json"],
+        &["--mode", "kernel"],
+    ] {
+        let (code, _, err) = scx_gmp(args);
+        assert_eq!(code, 2, "{args:?} accepted: {err}");
+        assert!(err.starts_with("error: "), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn help_says_what_it_is_and_what_it_needs() {
+    let (code, out, _) = scx_gmp(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.starts_with("scx_gmp: the Go runtime's G-M-P scheduler"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Requires root and a kernel with sched_ext"),
+        "{out}"
+    );
+    assert!(out.contains("docs/go-policy.md"), "{out}");
+}
+
+#[test]
+fn version_names_the_commit_and_the_target() {
+    let (code, out, _) = scx_gmp(&["--version"]);
+    assert_eq!(code, 0);
+    let version = out
+        .trim()
+        .strip_prefix("scx_gmp ")
+        .unwrap_or_else(|| panic!("{out}"));
+    let (semver, target) = version.split_once(' ').unwrap_or_else(|| panic!("{out}"));
+    assert!(semver.starts_with(env!("CARGO_PKG_VERSION")), "{out}");
+    // Built from a git checkout (as tests are), it names the commit.
+    if std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.git")).exists() {
+        assert!(semver.contains("-g"), "no commit in {out}");
+    }
+    assert!(
+        target.starts_with("x86_64-") || target.contains("linux"),
+        "{out}"
     );
 }
 
@@ -75,7 +136,7 @@ fn help_stats_describes_the_schedtrace_fields() {
     for f in [
         "gomaxprocs",
         "runqueue",
-        "global_61",
+        "global_tick",
         "stolen_tasks",
         "runnext_hit",
     ] {
@@ -100,7 +161,7 @@ fn sim_prints_schedtrace_and_a_summary() {
     for p in 0..4 {
         assert!(out.contains(&format!("P{p}: busy=")), "{out}");
     }
-    assert!(out.contains("61-tick takes="), "{out}");
+    assert!(out.contains("global-tick takes="), "{out}");
 }
 
 #[test]

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
 
+use scx_gmp::stats::Metrics;
+
 static VM: Mutex<()> = Mutex::new(());
 
 struct Run {
@@ -60,14 +62,26 @@ fn kv<'a>(text: &'a str, key: &str) -> Option<&'a str> {
         .find_map(|tok| tok.strip_prefix(pat.as_str()))
 }
 
-/// A counter from the `  runnext ... | steal ...` line of `text`.
-fn counter(text: &str, section: &str, name: &str) -> u64 {
-    let line = text
+/// The scheduler's stats record that a guest script printed as
+/// `stats_json=...` (`scx_gmp --monitor --json`, see tests/guest/lib.sh).
+fn stats(text: &str) -> Metrics {
+    let json = text
         .lines()
-        .find(|l| l.trim_start().starts_with("runnext put="))
-        .unwrap_or_else(|| panic!("no counters line in:\n{text}"));
-    scx_gmp::stats::field(line, section, name)
-        .unwrap_or_else(|| panic!("no {section} {name}= in {line}"))
+        .find_map(|l| l.strip_prefix("stats_json="))
+        .unwrap_or_else(|| panic!("no stats_json= line in:\n{text}"));
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("bad stats record ({e}): {json}"))
+}
+
+/// gmp-load, the workloads' binary: an example, built beside the tests.
+fn gmp_load() -> String {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_scx_gmp"));
+    let load = bin.parent().unwrap().join("examples/gmp-load");
+    assert!(
+        load.exists(),
+        "{} is not built: run `cargo test`, which builds the examples",
+        load.display()
+    );
+    load.display().to_string()
 }
 
 // ---- the harness (vm/run) -------------------------------------------------
@@ -178,6 +192,10 @@ fn lifecycle(mode: &str) {
     assert_eq!(kv(out, "restarted_after_offline"), Some("yes"), "{out}");
     assert!(out.contains("restarted_after_offline=yes cpus=3"), "{out}");
     assert!(out.contains("restarted_after_online=yes cpus=4"), "{out}");
+    // The systemd unit's command line loads it and SIGTERM unloads it.
+    assert_eq!(kv(out, "unit_state"), Some("enabled"), "{out}");
+    assert_eq!(kv(out, "unit_exit"), Some("0"), "{out}");
+    assert_eq!(kv(out, "unit_after"), Some("disabled"), "{out}");
 }
 
 fn survival(mode: &str) {
@@ -195,15 +213,11 @@ fn survival(mode: &str) {
             .all(|l| !l.contains("disabled") || l.contains("unregistered from user space")),
         "scx_gmp was ejected: {dmesg:#?}"
     );
-    assert!(counter(out, "steal", "ok") > 0, "{out}");
+    assert!(stats(out).steal_ok > 0, "{out}");
 }
 
 fn rules(mode: &str) {
-    let r = guest(
-        &["--cpus", "4"],
-        "rules.sh",
-        &[env!("CARGO_BIN_EXE_gmp-load"), mode],
-    );
+    let r = guest(&["--cpus", "4"], "rules.sh", &[&gmp_load(), mode]);
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
     let phase = |name: &str| -> String {
         let start = r
@@ -218,9 +232,10 @@ fn rules(mode: &str) {
     // CPUs steal, and the work spreads over every CPU.
     let fan = phase("fanout");
     assert_eq!(kv(&fan, "gmp_exit"), Some("0"), "{fan}");
-    assert!(counter(&fan, "overflow", "overflow") > 0, "{fan}");
-    assert!(counter(&fan, "steal", "ok") > 0, "{fan}");
-    assert!(counter(&fan, "steal", "tasks") > 0, "{fan}");
+    let m = stats(&fan);
+    assert!(m.overflow > 0, "{fan}");
+    assert!(m.steal_ok > 0, "{fan}");
+    assert!(m.stolen_tasks > 0, "{fan}");
     let share = shares(&fan);
     assert_eq!(share.len(), 4, "{fan}");
     assert!(
@@ -233,14 +248,16 @@ fn rules(mode: &str) {
     let spin = phase("spin");
     assert_eq!(kv(&spin, "gmp_exit"), Some("0"), "{spin}");
     assert!(shares(&spin).iter().all(|&s| s >= 0.10), "{spin}");
-    assert!(counter(&spin, "", "slice-expired") > 0, "{spin}");
-    assert!(counter(&spin, "global", "61tick") > 0, "{spin}");
+    let m = stats(&spin);
+    assert!(m.slice_expired > 0, "{spin}");
+    assert!(m.global_tick > 0, "{spin}");
 
     // A ping-pong pair runs through runnext.
     let pp = phase("pingpong");
     assert_eq!(kv(&pp, "gmp_exit"), Some("0"), "{pp}");
-    assert!(counter(&pp, "runnext", "hit") > 0, "{pp}");
-    assert!(counter(&pp, "runnext", "put") > 0, "{pp}");
+    let m = stats(&pp);
+    assert!(m.runnext_hit > 0, "{pp}");
+    assert!(m.runnext_put > 0, "{pp}");
 }
 
 #[test]

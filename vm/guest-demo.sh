@@ -7,7 +7,7 @@ echo "sched_ext: $(cat /sys/kernel/sched_ext/state)"
 pid=$!
 for _ in $(seq 100); do [ "$(cat /sys/kernel/sched_ext/state)" = enabled ] && break; sleep 0.1; done
 echo "sched_ext: $(cat /sys/kernel/sched_ext/state), ops $(cat /sys/kernel/sched_ext/root/ops)"
-"$bin/gmp-load" fanout --threads 1000 --busy-ms 10 --gate
+"$bin/examples/gmp-load" fanout --threads 1000 --busy-ms 10 --gate
 stress-ng --cpu "$(nproc)" --pipe 2 -t "$secs" --metrics-brief 2>&1 | grep -E 'stressor|cpu |pipe '
 kill -TERM "$pid"
 wait "$pid"

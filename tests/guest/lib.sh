@@ -34,9 +34,17 @@ start_gmp() {
 	wait_state enabled 60 || { cat "$log"; return 1; }
 }
 
-# stop_gmp: SIGTERM scx_gmp, print its exit code and final stats.
+# stats_json: print the running scheduler's stats record (one line of JSON,
+# from `scx_gmp --monitor --json`) as stats_json=...
+stats_json() {
+	echo "stats_json=$(timeout 20 "$SCX_GMP" --monitor 0.5 --json 2>/dev/null | head -n 1)"
+}
+
+# stop_gmp LOG: print the stats record, SIGTERM scx_gmp, print its exit code
+# and final stats.
 stop_gmp() {
 	local log=$1
+	stats_json
 	kill -TERM "$GMP_PID"
 	wait "$GMP_PID"
 	echo "gmp_exit=$?"

@@ -22,3 +22,17 @@ echo 1 >/sys/devices/system/cpu/cpu1/online
 wait_enables $((seq0 + 2)) 90 && echo "restarted_after_online=yes cpus=$(nproc)"
 stop_gmp /tmp/gmp.log
 echo "after=$(cat $STATE)"
+# The systemd unit's command line (dist/scx_gmp.service), as systemd would run
+# it: ExecStart with its $SCX_GMP_FLAGS from the defaults file, stopped by
+# SIGTERM. The guest has no systemd, so this runs the line itself.
+unit=$(dirname "$0")/../../dist/scx_gmp.service
+exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
+SCX_GMP_FLAGS=$GMP_ARGS
+cmd=${exec_start//\/usr\/local\/bin\/scx_gmp/$SCX_GMP}
+cmd=${cmd//\$SCX_GMP_FLAGS/$SCX_GMP_FLAGS}
+$cmd >/tmp/unit.log 2>&1 &
+unit_pid=$!
+wait_state enabled 60 && echo "unit_state=$(cat $STATE)"
+kill -TERM $unit_pid
+wait $unit_pid
+echo "unit_exit=$? unit_after=$(wait_state disabled 30 >/dev/null; cat $STATE)"

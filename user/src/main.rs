@@ -5,63 +5,71 @@
 //! layer runs it there. Stealing and the 61-tick check happen in the model,
 //! so each CPU's kernel queue is kept to about two tasks.
 //!
-//! It is a second binary because scx_rustland_core installs a global
-//! allocator (a locked 64 MiB arena) and its own SIGINT/SIGTERM handler.
+//! It is a crate of its own because scx_rustland_core installs a global
+//! allocator (a locked 64 MiB arena), its own SIGINT/SIGTERM handler and a
+//! seccomp filter, which the BPF mode and the simulator must not run under.
+//! `src/bpf.rs` is scx_rustland_core's BPF connector, which build.rs writes.
 
-#[allow(
-    non_upper_case_globals,
-    non_camel_case_types,
-    non_snake_case,
-    dead_code
-)]
-mod bpf_intf {
-    include!(concat!(env!("OUT_DIR"), "/bpf_intf.rs"));
-}
-#[allow(
-    clippy::all,
-    non_upper_case_globals,
-    non_camel_case_types,
-    non_snake_case,
-    dead_code
-)]
-mod bpf_skel {
-    include!(concat!(env!("OUT_DIR"), "/bpf_skel.rs"));
-}
-#[allow(clippy::all, dead_code)]
+#[allow(clippy::all)]
 #[rustfmt::skip]
-mod bpf {
-    include!(concat!(env!("OUT_DIR"), "/rustland/src/bpf.rs"));
-}
+mod bpf;
+mod bpf_intf;
+mod bpf_skel;
 
 use std::collections::{HashMap, VecDeque};
 use std::mem::MaybeUninit;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Parser;
 use libbpf_rs::OpenObject;
 use scx_stats::prelude::*;
 use scx_utils::UserExitInfo;
 
 use bpf::{BpfScheduler, DispatchedTask, QueuedTask};
-use scx_gmp::cli::{check_interval, init_log, preflight, Cmd, Opts, PolicyOpts, RESTART_EXIT};
-use scx_gmp::model::{Affinity, Sched, G};
+use scx_gmp::bpf_intf::gmp_consts_GMP_TIMEOUT_MS as GMP_TIMEOUT_MS;
+use scx_gmp::cli::{version, AgentOpts, PolicyOpts, RESTART_EXIT};
+use scx_gmp::load::{check_interval, exit_code, init_log, preflight};
+use scx_gmp::model::{Affinity, Params, Sched, G};
+use scx_gmp::procstat::stat_field;
 use scx_gmp::stats::{server_data, Metrics};
+
+/// scx_gmp-user: the Go runtime's G-M-P policy applied from user space.
+///
+/// The pure model (the same code `scx_gmp sim` runs) makes every decision in
+/// this process; scx_rustland_core's BPF layer carries them out. Run it as
+/// `scx_gmp --mode user`, which supervises it. Requires root and a kernel
+/// with sched_ext.
+#[derive(Debug, Parser)]
+#[command(name = "scx_gmp-user", version = version(), about, long_about)]
+struct Opts {
+    #[command(flatten)]
+    policy: PolicyOpts,
+
+    #[command(flatten)]
+    agent: AgentOpts,
+}
+
+/// How often the agent forgets threads that exited (see `Agent::prune`).
+const PRUNE_EVERY: Duration = Duration::from_secs(1);
+
+/// PF_KTHREAD in a task's flags (include/linux/sched.h): a kernel thread.
+const PF_KTHREAD: u64 = 0x0020_0000;
 
 /// Tasks dispatched to one CPU and not yet accounted for, at most: a Go P
 /// runs one G at a time, and a task committed to a CPU's kernel queue behind
 /// another can no longer be stolen.
 const MAX_INFLIGHT: usize = 1;
 
-/// Field `n` (1-based, as in proc(5)) of /proc/<tid>/stat; None if the
-/// thread is gone. No heap allocation: this runs in the scheduling loop,
-/// which must never wait for the allocator's lock (see `launch_stats`).
+/// Field `n` of /proc/<tid>/stat; None if the thread is gone. No heap
+/// allocation: this runs in the scheduling loop, which must never wait for
+/// the allocator's lock (see `launch_stats`).
 fn proc_stat_field(tid: i32, n: usize) -> Option<u64> {
     let mut path = [0u8; 32];
     let mut w = &mut path[..];
     std::io::Write::write_fmt(&mut w, format_args!("/proc/{tid}/stat\0")).ok()?;
-    let mut buf = [0u8; 512];
+    let mut buf = [0u8; 1024];
     let len = unsafe {
         let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
         if fd < 0 {
@@ -71,14 +79,7 @@ fn proc_stat_field(tid: i32, n: usize) -> Option<u64> {
         libc::close(fd);
         usize::try_from(len).ok()?
     };
-    let stat = &buf[..len];
-    // Fields from 3 on follow the last ')' (the command name may hold any).
-    let rest = &stat[stat.iter().rposition(|&b| b == b')')? + 2..];
-    let field = rest.split(|&b| b == b' ').nth(n.checked_sub(3)?)?;
-    match field {
-        [state] if n == 3 => Some(*state as u64),
-        digits => std::str::from_utf8(digits).ok()?.parse().ok(),
-    }
+    stat_field(&buf[..len], n)
 }
 
 /// Whether thread `tid` is not runnable (blocked, stopped or gone).
@@ -88,15 +89,24 @@ fn blocked(tid: i32) -> bool {
     proc_stat_field(tid, 3) != Some(b'R' as u64)
 }
 
+/// When thread `tid` started (field 22, in clock ticks since boot): with the
+/// id, it names one thread, so a reused id is told from the old thread.
+fn start_time(tid: i32) -> Option<u64> {
+    proc_stat_field(tid, 22)
+}
+
 /// Whether `tid` is a kernel thread (PF_KTHREAD in the flags field).
 fn is_kthread(tid: i32) -> bool {
-    proc_stat_field(tid, 9).is_some_and(|flags| flags & 0x0020_0000 != 0)
+    proc_stat_field(tid, 9).is_some_and(|flags| flags & PF_KTHREAD != 0)
 }
 
 /// What the agent knows of a task.
 struct Slot {
     /// The latest enqueue of the task (its `enq_cnt` must match to dispatch).
     task: QueuedTask,
+    /// When the thread started: another value under the same id is a new
+    /// thread (see `prune`).
+    start: Option<u64>,
     /// In the model's queues now.
     queued: bool,
     /// A kernel thread: not a goroutine, run at once (see `enqueue`).
@@ -115,41 +125,46 @@ struct Agent<'a> {
     /// vtime of the next dispatch: the rustland DSQs are priority queues,
     /// so an increasing vtime keeps each CPU's queue FIFO.
     seq: u64,
-    locked: u64,
+    /// Dispatches the BPF layer's ring had no room for, oldest first: sent
+    /// again before anything else, never dropped.
+    unsent: VecDeque<DispatchedTask>,
+    /// `--debug-stall-comm`, NUL-padded (all 0: off).
+    stall_comm: [u8; 16],
+    /// Task ids `prune` is giving back (kept to reuse its memory).
+    freed: Vec<G>,
+    /// Kernel threads, and tasks of restricted affinity, run in place.
+    kthread: u64,
+    affine: u64,
     epoch: Instant,
     per_cpu: Vec<u64>,
 }
 
 impl<'a> Agent<'a> {
     fn init(
-        policy: &PolicyOpts,
-        exit_dump_len: u32,
-        verbose: bool,
+        params: Params,
+        agent: &AgentOpts,
         open_object: &'a mut MaybeUninit<OpenObject>,
     ) -> Result<Self> {
-        let nr_cpus = *scx_utils::NR_CPU_IDS;
-        let slice_ns = policy.slice_us * 1000;
+        let nr_cpus = params.nprocs;
+        let slice_ns = params.slice_ns;
         let bpf = BpfScheduler::init(
             open_object,
             None,
-            exit_dump_len,
-            false,    // partial: schedule every task
-            verbose,  // debug
-            false,    // builtin_idle: every decision is the model's
-            false,    // numa_local
-            slice_ns, // slice of tasks the BPF layer places itself (per-CPU kthreads)
+            agent.exit_dump_len,
+            false,         // partial: schedule every task
+            agent.verbose, // debug
+            false,         // builtin_idle: every decision is the model's
+            false,         // numa_local
+            slice_ns,      // slice of tasks the BPF layer places itself (per-CPU kthreads)
             "gmp_user",
         )?;
         log::info!(
-            "scx_gmp-user {} scheduling {nr_cpus} CPUs from user space: slice {} us, LRQ {}, global every {}",
-            env!("CARGO_PKG_VERSION"),
-            policy.slice_us,
-            policy.lrq_cap,
-            policy.global_every
+            "scx_gmp-user {} scheduling {nr_cpus} CPUs from user space: {params}",
+            version()
         );
         // Ps for CPU ids that are offline never run (a hotplug event makes
         // the kernel ask for a restart, which brings a fresh agent).
-        let mut sched = Sched::new(policy.params(nr_cpus, 1));
+        let mut sched = Sched::new(params);
         let online = scx_utils::Topology::new()?.all_cpus;
         for c in (0..nr_cpus).filter(|c| !online.contains_key(c)) {
             sched.set_offline(c);
@@ -163,7 +178,11 @@ impl<'a> Agent<'a> {
             slots: Vec::new(),
             inflight: vec![VecDeque::new(); nr_cpus],
             seq: 0,
-            locked: 0,
+            unsent: VecDeque::new(),
+            freed: Vec::new(),
+            stall_comm: agent.stall_comm(),
+            kthread: 0,
+            affine: 0,
             epoch: Instant::now(),
             per_cpu: vec![0; nr_cpus],
         })
@@ -176,29 +195,41 @@ impl<'a> Agent<'a> {
     /// A task became runnable: queue it by Go's rules (proc.go ready,
     /// newproc, gopreempt_m).
     fn enqueue(&mut self, task: QueuedTask, now: u64) {
+        if self.stall_comm[0] != 0 && task.comm.map(|c| c as u8) == self.stall_comm {
+            return; // --debug-stall-comm: never run it (the watchdog test)
+        }
         let g = match self.pids.get(&task.pid) {
             Some(&g) => g,
             None => {
                 let g = self.sched.new_g(Affinity::All);
                 self.pids.insert(task.pid, g);
-                self.slots.push(Slot {
+                let slot = Slot {
                     kthread: is_kthread(task.pid),
+                    start: start_time(task.pid),
                     task: task.clone(),
                     queued: false,
-                });
+                };
+                match self.slots.get_mut(g as usize) {
+                    Some(old) => *old = slot,
+                    None => self.slots.push(slot),
+                }
                 g
             }
         };
         // Kernel threads are the runtime, not goroutines (Go's sysmon runs
-        // without a P), and a task that may not run everywhere is a locked
-        // G: both go straight back to their CPU (the BPF layer moves a task
-        // whose CPU is no longer allowed).
-        if self.slots[g as usize].kthread || (task.nr_cpus_allowed as usize) < self.nr_cpus {
+        // without a P), and a task that may not run everywhere is a G
+        // locked to its M: both go straight back to their CPU (the BPF
+        // layer moves a task whose CPU is no longer allowed).
+        let kthread = self.slots[g as usize].kthread;
+        if kthread || (task.nr_cpus_allowed as usize) < self.nr_cpus {
+            *if kthread {
+                &mut self.kthread
+            } else {
+                &mut self.affine
+            } += 1;
             let mut d = DispatchedTask::new(&task);
             d.slice_ns = self.slice_ns;
-            d.vtime = self.next_vtime();
-            self.locked += 1;
-            let _ = self.bpf.dispatch_task(&d);
+            self.send(d);
             return;
         }
         let cpu = (task.cpu.max(0) as usize).min(self.nr_cpus - 1);
@@ -226,9 +257,24 @@ impl<'a> Agent<'a> {
         self.sched.wakep();
     }
 
-    fn next_vtime(&mut self) -> u64 {
+    /// Hand a decision to the BPF layer, behind any it could not take yet.
+    /// Its vtime orders the CPU's queue: the rustland DSQs are priority
+    /// queues, so an increasing vtime keeps each one FIFO.
+    fn send(&mut self, mut d: DispatchedTask) {
         self.seq += 1;
-        self.seq
+        d.vtime = self.seq;
+        self.unsent.push_back(d);
+        self.flush_unsent();
+    }
+
+    /// Send what the ring had no room for, in order, until it is full again.
+    fn flush_unsent(&mut self) {
+        while let Some(d) = self.unsent.front() {
+            if self.bpf.dispatch_task(d).is_err() {
+                return;
+            }
+            self.unsent.pop_front();
+        }
     }
 
     /// Fill each CPU's kernel queue up to MAX_INFLIGHT from the model. An
@@ -252,11 +298,30 @@ impl<'a> Agent<'a> {
                 let mut d = DispatchedTask::new(&slot.task);
                 d.cpu = c as i32;
                 d.slice_ns = run.slice_ns;
-                d.vtime = self.next_vtime();
-                let _ = self.bpf.dispatch_task(&d);
+                self.send(d);
                 self.inflight[c].push_back((run.g, now));
                 self.per_cpu[c] += 1;
             }
+        }
+    }
+
+    /// Forget the threads that exited, and those whose id a new thread
+    /// took: their task ids go back to the model for reuse, so the agent's
+    /// state follows the live threads, not every id it ever saw. Only tasks
+    /// that are neither queued nor dispatched are looked at.
+    fn prune(&mut self) {
+        let (slots, inflight, freed) = (&self.slots, &self.inflight, &mut self.freed);
+        self.pids.retain(|&tid, &mut g| {
+            let slot = &slots[g as usize];
+            let busy = slot.queued || inflight.iter().any(|q| q.iter().any(|&(x, _)| x == g));
+            if busy || start_time(tid).is_some_and(|t| Some(t) == slot.start) {
+                return true;
+            }
+            freed.push(g);
+            false
+        });
+        for g in self.freed.drain(..) {
+            self.sched.free_g(g);
         }
     }
 
@@ -266,7 +331,8 @@ impl<'a> Agent<'a> {
             self.slots.iter().filter(|s| s.queued).count() as u64
                 + self.inflight.iter().map(|q| q.len() as u64).sum::<u64>(),
         );
-        m.locked = self.locked;
+        m.kthread = self.kthread;
+        m.affine = self.affine;
         m
     }
 
@@ -280,7 +346,12 @@ impl<'a> Agent<'a> {
     ) -> Result<UserExitInfo> {
         let (res_ch, req_ch) = stats_server.channels();
         let mut next_print = stats.map(|intv| Instant::now() + intv);
+        let mut next_prune = Instant::now();
         while !self.bpf.exited() {
+            if Instant::now() >= next_prune {
+                self.prune();
+                next_prune = Instant::now() + PRUNE_EVERY;
+            }
             if let (Some(at), Some(intv)) = (next_print, stats) {
                 if Instant::now() >= at {
                     let _ = self.metrics().format(&mut std::io::stdout());
@@ -288,6 +359,7 @@ impl<'a> Agent<'a> {
                 }
             }
             let now = self.now();
+            self.flush_unsent();
             while let Ok(Some(task)) = self.bpf.dequeue_task() {
                 self.enqueue(task, now);
             }
@@ -296,14 +368,13 @@ impl<'a> Agent<'a> {
             // whenever a CPU looks for work: when its task blocked or
             // exited, which nothing else would tell (an exit never comes
             // back as an enqueue).
-            let queued = self.sched.queued().count() as u64;
-            self.bpf.notify_complete(queued);
+            let queued = self.sched.queued().count() + self.unsent.len();
+            self.bpf.notify_complete(queued as u64);
             if req_ch.try_recv().is_ok() {
                 res_ch.send(self.metrics())?;
             }
         }
-        let m = self.metrics();
-        log::info!("final stats:\n{}\n{}", m.schedtrace(), m.counters());
+        self.metrics().log_final();
         let c = [
             *self.bpf.nr_user_dispatches_mut(),
             *self.bpf.nr_kernel_dispatches_mut(),
@@ -345,32 +416,21 @@ fn launch_stats() -> Result<StatsServer<(), Metrics>> {
 
 /// Schedule; true if the kernel asked for a restart.
 fn run(opts: Opts) -> Result<bool> {
-    if let Some(Cmd::Sim(_)) = opts.cmd {
-        bail!("the simulator runs in scx_gmp: use `scx_gmp sim`");
-    }
-    let stats = check_interval("stats", opts.stats)?;
-    if opts.monitor.is_some() {
-        bail!("--monitor is scx_gmp's: use `scx_gmp --monitor SECS`");
-    }
-    init_log(opts.verbose)?;
+    let stats = check_interval("stats", opts.agent.stats)?;
+    init_log(opts.agent.verbose)?;
     preflight()?;
-    // Go's FIFO queues may hold a task for seconds under overload (1000 tasks
-    // of 20 ms on 4 CPUs: 5 s), within the kernel's 30 s watchdog that the
-    // BPF mode has; rustland's default is 5 s. SCX_TIMEOUT_MS still wins.
+    // The watchdog timeout both modes use (bpf/intf.h says why) instead of
+    // rustland's 5 s; rustland reads it from SCX_TIMEOUT_MS, which still wins.
     if std::env::var_os("SCX_TIMEOUT_MS").is_none() {
-        std::env::set_var("SCX_TIMEOUT_MS", "30000");
+        std::env::set_var("SCX_TIMEOUT_MS", GMP_TIMEOUT_MS.to_string());
     }
     let stats_server = launch_stats()?;
     // One load per process: after it, the seccomp filter forbids the mmap()
     // a second one needs. A restart is a new process (see scx_gmp's
     // run_user_mode), which RESTART_EXIT asks for.
     let mut open_object = MaybeUninit::uninit();
-    let mut agent = Agent::init(
-        &opts.policy,
-        opts.exit_dump_len,
-        opts.verbose,
-        &mut open_object,
-    )?;
+    let params = opts.policy.params(*scx_utils::NR_CPU_IDS, 1);
+    let mut agent = Agent::init(params, &opts.agent, &mut open_object)?;
     Ok(agent.run(&stats_server, stats)?.should_restart())
 }
 
@@ -380,10 +440,6 @@ fn main() -> ExitCode {
             log::info!("the kernel asked for a restart: exiting with {RESTART_EXIT} for scx_gmp to restart");
             ExitCode::from(RESTART_EXIT as u8)
         }
-        Ok(false) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("scx_gmp: error: {e:#}");
-            ExitCode::FAILURE
-        }
+        result => exit_code(result.map(|_| ())),
     }
 }
