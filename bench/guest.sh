@@ -1,7 +1,7 @@
-# Guest side of bench/run: OUT BIN QUICK REPS [PEER_BIN]
+# Guest side of bench/run: OUT BIN QUICK REPS [PEER_BIN [ONLY]]
 # Appends "<round> <scheduler> <workload> <metric> <value>" lines to
 # OUT/results.txt.
-out=$1 bin=$2 quick=$3 reps=$4 peer_bin=${5:-}
+out=$1 bin=$2 quick=$3 reps=$4 peer_bin=${5:-} only=${6:-}
 res=$out/results.txt
 state=/sys/kernel/sched_ext/state
 cd /tmp || exit 1
@@ -68,9 +68,13 @@ emit() { echo "$round $sched $1 $2 $3" >>"$res"; }
 
 # run WORKLOAD CMD...: run CMD under perf stat; emit its counters and what
 # the parser for WORKLOAD finds in its output.
+# want WORKLOAD: whether --only (if given) names it.
+want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
+
 run() {
 	local w=$1
 	shift
+	want "$w" || return 0
 	local c0 t0 t1 c1
 	c0=$(sched_cpu_ms)
 	t0=$(date +%s%N)
@@ -82,7 +86,7 @@ run() {
 		emit "$w" bogo_ops_per_s "$(awk '/metrc:/ && $5 ~ /^[0-9]/ && $4 != "stressor" {print $9; exit}' /tmp/out.txt)" ;;
 	hackbench-*) emit "$w" time_s "$(awk '/^Time:/ {print $2}' /tmp/out.txt)" ;;
 	fanout | forkjoin) emit "$w" makespan_ms "$(tr ' ' '\n' </tmp/out.txt | sed -n 's/^makespan_ms=//p')" ;;
-	pingpong)
+	pingpong | pingpong-idle)
 		emit "$w" rtt_p50_us "$(tr ' ' '\n' </tmp/out.txt | sed -n 's/^rtt_p50_us=//p')"
 		emit "$w" rtt_p99_us "$(tr ' ' '\n' </tmp/out.txt | sed -n 's/^rtt_p99_us=//p')" ;;
 	esac
@@ -104,6 +108,15 @@ for round in $(seq "$reps"); do
 		run fanout "$bin/examples/gmp-load" fanout --threads "$fan" --busy-ms 5 --gate
 		[ "$quick" = 1 ] || run forkjoin "$bin/examples/gmp-load" forkjoin --depth "$depth" --leaf-us 2000
 		run pingpong "$bin/examples/gmp-load" pingpong --rounds "$rounds"
+		# The interactive task beside a batch job: the same ping-pong while
+		# SCHED_IDLE hogs keep every CPU busy (scx_gmp has no priorities).
+		if want pingpong-idle; then
+			chrt -i 0 stress-ng --cpu "$n" -t 600 >/dev/null 2>&1 &
+			hogs=$!
+			run pingpong-idle "$bin/examples/gmp-load" pingpong --rounds "$((rounds / 5))"
+			kill "$hogs" 2>/dev/null
+			wait "$hogs" 2>/dev/null
+		fi
 		stop_sched
 	done
 done

@@ -28,6 +28,7 @@ HEADLINE = {
     "fanout": "makespan_ms",
     "forkjoin": "makespan_ms",
     "pingpong": "rtt_p50_us",
+    "pingpong-idle": "rtt_p99_us",
 }
 COLORS = ["#888888", "#1f77b4", "#17becf", "#ff7f0e", "#2ca02c"]
 

@@ -66,8 +66,7 @@ enum gmp_stat {
 	GMP_STAT_IDLE,		/* find_runnable found nothing: the CPU idles */
 	GMP_STAT_KICK,		/* wakep woke an idle CPU */
 	GMP_STAT_SPIN,		/* a CPU started spinning (looking for work) */
-	GMP_STAT_KTHREAD,	/* kernel threads run on their CPU directly */
-	GMP_STAT_AFFINE,	/* user mode: restricted-affinity tasks run in place */
+	GMP_STAT_KTHREAD,	/* woken kernel threads run on their CPU directly */
 	GMP_NR_STATS,
 };
 

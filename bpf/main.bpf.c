@@ -527,11 +527,13 @@ static bool find_runnable(s32 cpu, struct gmp_cpu *c)
 
 static bool debug_stalled(const struct task_struct *p)
 {
-	u32 i;
+	int i;
 
 	if (!stall_comm[0])
 		return false;
-	bpf_for(i, 0, sizeof(stall_comm)) {
+	/* Unrolled: the verifier takes only constant offsets into p->comm. */
+#pragma unroll
+	for (i = 0; i < sizeof(stall_comm); i++) {
 		if (p->comm[i] != stall_comm[i])
 			return false;
 		if (!stall_comm[i])
@@ -574,11 +576,14 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 
 	/*
 	 * Kernel threads are the runtime, not goroutines: like Go's sysmon, which
-	 * runs on an M of its own without a P, they run on their CPU directly.
-	 * Behind thousands of tasks in the Go queues, the kernel's own workers
-	 * (sched_ext's watchdog among them) would wait for seconds.
+	 * runs on an M of its own without a P, a woken one runs on its CPU
+	 * directly. Behind thousands of tasks in the Go queues, the kernel's own
+	 * workers (sched_ext's watchdog among them) would wait for seconds. One
+	 * whose slice ran out is queued by Go's rules like any task: put back in
+	 * the local DSQ each time, a CPU-bound kernel worker would keep that CPU
+	 * from ever reaching its own queues, and the tasks pinned to it.
 	 */
-	if (p->flags & PF_KTHREAD) {
+	if ((p->flags & PF_KTHREAD) && (enq_flags & SCX_ENQ_WAKEUP)) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
 		stat_add(GMP_STAT_KTHREAD, 1);
 		kick_if_other(cpu);

@@ -95,9 +95,11 @@ impl Samples {
         }
     }
 
-    /// `cpus_used=N share=a,b,c,...` over the online CPUs.
+    /// `cpus_used=N share=a,b,c,...` over the online CPUs (all of them,
+    /// also those this process may not use).
     fn report(&self) -> String {
-        let ncpu = thread::available_parallelism().map_or(1, |n| n.get());
+        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+        let ncpu = (online.max(1) as usize).min(self.0.len());
         let v: Vec<u64> = self.0[..ncpu]
             .iter()
             .map(|c| c.load(Ordering::Relaxed))

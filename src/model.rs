@@ -298,6 +298,38 @@ impl Sched {
         self.affinity.len() - self.gfree.len()
     }
 
+    /// `g`'s CPU affinity changed (`sched_setaffinity`, a cpuset).
+    pub fn set_affinity(&mut self, g: G, aff: Affinity) {
+        self.affinity[g as usize] = aff;
+    }
+
+    /// A P that `g` may run on: `p` if allowed, else the first allowed.
+    pub fn home(&self, g: G, p: usize) -> usize {
+        if self.may_run(g, p) {
+            return p;
+        }
+        (0..self.params.nprocs)
+            .find(|&q| self.may_run(g, q))
+            .unwrap_or(p)
+    }
+
+    /// `g` was queued where only some Ps may take it (its affinity is
+    /// narrower than all). If none of those is awake, take one off the idle
+    /// list and return it: `wakep` may wake a P that cannot run `g`. The BPF
+    /// side's `globrunqput` does the same with an idle-CPU kick.
+    pub fn wake_allowed(&mut self, g: G) -> Option<usize> {
+        if self.affinity[g as usize] == Affinity::All {
+            return None;
+        }
+        let mut allowed = (0..self.params.nprocs).filter(|&p| self.may_run(g, p));
+        if allowed.clone().any(|p| !self.ps[p].idle) {
+            return None;
+        }
+        let p = allowed.find(|p| self.pidle.contains(p))?;
+        self.pidleremove(p);
+        Some(p)
+    }
+
     pub fn may_run(&self, g: G, p: usize) -> bool {
         self.affinity[g as usize].allows(p)
     }
@@ -659,6 +691,16 @@ impl Sched {
         }
     }
 
+    /// How many tasks are queued, counted per queue (no walk over them).
+    pub fn nr_queued(&self) -> usize {
+        let local: usize = self
+            .ps
+            .iter()
+            .map(|p| p.runq.len() + usize::from(p.runnext.is_some()))
+            .sum();
+        local + self.runq.len()
+    }
+
     /// Every queued task: runnexts, LRQs and the global queue.
     pub fn queued(&self) -> impl Iterator<Item = G> + '_ {
         self.ps
@@ -860,6 +902,18 @@ mod tests {
         s.stop_spinning(0);
         assert_eq!(s.wakep(), None, "P1 is offline, P0 is taken");
         assert_eq!(s.npidle, 1, "an offline P counts as idle, not busy");
+    }
+
+    #[test]
+    fn nr_queued_counts_every_queue() {
+        let mut s = busy(2);
+        let gs: Vec<G> = (0..5).map(|_| s.new_g(Affinity::All)).collect();
+        s.runqput(0, gs[0], true, 0);
+        s.runqput(0, gs[1], true, 0);
+        s.runqput(1, gs[2], false, 0);
+        s.globrunqput(gs[3]);
+        assert_eq!(s.nr_queued(), 4);
+        assert_eq!(s.nr_queued(), s.queued().count());
     }
 
     #[test]

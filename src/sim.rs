@@ -407,13 +407,7 @@ impl Sim {
 
     /// A P that `g` may run on: its last one if allowed, else the first.
     fn home(&self, g: G) -> usize {
-        let last = self.tasks[g as usize].last_p;
-        if self.sched.may_run(g, last) {
-            return last;
-        }
-        (0..self.cfg.params.nprocs)
-            .find(|&p| self.sched.may_run(g, p))
-            .expect("a task may run somewhere")
+        self.sched.home(g, self.tasks[g as usize].last_p)
     }
 
     /// proc.go ready: `g` was woken by code running on `by` (or by a timer,
@@ -436,11 +430,8 @@ impl Sim {
     /// A task leaves for the global queue (slice expiry or yield); one that
     /// may run on few Ps makes sure one of those looks.
     fn after_global_put(&mut self, g: G) {
-        let n = self.cfg.params.nprocs;
-        let allowed: Vec<usize> = (0..n).filter(|&p| self.sched.may_run(g, p)).collect();
-        if allowed.len() < n && allowed.iter().all(|&p| self.sched.ps[p].idle) {
-            self.sched.pidleremove(allowed[0]);
-            self.kick(allowed[0]);
+        if let Some(p) = self.sched.wake_allowed(g) {
+            self.kick(p);
         }
         self.wakep();
     }

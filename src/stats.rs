@@ -77,8 +77,7 @@ counters! {
     idle = gmp_stat_GMP_STAT_IDLE, "" "idle", "find_runnable found nothing";
     kicks = gmp_stat_GMP_STAT_KICK, "" "kick", "wakep kicks of idle CPUs";
     spins = gmp_stat_GMP_STAT_SPIN, "" "spin", "CPUs that started spinning";
-    kthread = gmp_stat_GMP_STAT_KTHREAD, "" "kthread", "Kernel threads run on their CPU, outside the Go queues";
-    affine = gmp_stat_GMP_STAT_AFFINE, "" "affine", "User mode: tasks with restricted affinity run on their CPU, outside the Go queues (BPF mode queues them)";
+    kthread = gmp_stat_GMP_STAT_KTHREAD, "" "kthread", "Woken kernel threads run on their CPU, outside the Go queues";
 }
 
 impl Metrics {
@@ -249,7 +248,7 @@ mod tests {
             line.contains("| steal try=0 ok=7 tasks=0 runnext=0 | slice-expired=0"),
             "{line}"
         );
-        assert!(line.ends_with(" kthread=5 affine=0"), "{line}");
+        assert!(line.ends_with(" kthread=5"), "{line}");
     }
 
     #[test]

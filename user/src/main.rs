@@ -27,7 +27,7 @@ use libbpf_rs::OpenObject;
 use scx_stats::prelude::*;
 use scx_utils::UserExitInfo;
 
-use bpf::{BpfScheduler, DispatchedTask, QueuedTask};
+use bpf::{BpfScheduler, DispatchedTask, QueuedTask, RL_CPU_ANY};
 use scx_gmp::bpf_intf::gmp_consts_GMP_TIMEOUT_MS as GMP_TIMEOUT_MS;
 use scx_gmp::cli::{version, AgentOpts, PolicyOpts, RESTART_EXIT};
 use scx_gmp::load::{check_interval, exit_code, init_log, preflight};
@@ -51,8 +51,17 @@ struct Opts {
     agent: AgentOpts,
 }
 
-/// How often the agent forgets threads that exited (see `Agent::prune`).
-const PRUNE_EVERY: Duration = Duration::from_secs(1);
+/// How long decisions go through rustland's shared DSQ after it had to take
+/// tasks this agent could not receive (see `Agent::dispatch`).
+const SHARED_AFTER_CONGESTION_NS: u64 = 100_000_000;
+
+/// How long the agent leaves its CPU to the tasks queued there (see
+/// `Agent::step_off_own_cpu`).
+const STEP_OFF: Duration = Duration::from_micros(100);
+
+/// Task ids the agent checks for exited threads on each pass (see
+/// `Agent::prune`).
+const PRUNE_BATCH: usize = 8;
 
 /// PF_KTHREAD in a task's flags (include/linux/sched.h): a kernel thread.
 const PF_KTHREAD: u64 = 0x0020_0000;
@@ -62,14 +71,13 @@ const PF_KTHREAD: u64 = 0x0020_0000;
 /// another can no longer be stolen.
 const MAX_INFLIGHT: usize = 1;
 
-/// Field `n` of /proc/<tid>/stat; None if the thread is gone. No heap
+/// Read /proc/<tid>/stat into `buf`; None if the thread is gone. No heap
 /// allocation: this runs in the scheduling loop, which must never wait for
 /// the allocator's lock (see `launch_stats`).
-fn proc_stat_field(tid: i32, n: usize) -> Option<u64> {
+fn read_stat(tid: i32, buf: &mut [u8; 1024]) -> Option<&[u8]> {
     let mut path = [0u8; 32];
     let mut w = &mut path[..];
     std::io::Write::write_fmt(&mut w, format_args!("/proc/{tid}/stat\0")).ok()?;
-    let mut buf = [0u8; 1024];
     let len = unsafe {
         let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
         if fd < 0 {
@@ -79,7 +87,13 @@ fn proc_stat_field(tid: i32, n: usize) -> Option<u64> {
         libc::close(fd);
         usize::try_from(len).ok()?
     };
-    stat_field(&buf[..len], n)
+    Some(&buf[..len])
+}
+
+/// Field `n` of /proc/<tid>/stat (see `stat_field`); None if the thread is
+/// gone.
+fn proc_stat_field(tid: i32, n: usize) -> Option<u64> {
+    stat_field(read_stat(tid, &mut [0; 1024])?, n)
 }
 
 /// Whether thread `tid` is not runnable (blocked, stopped or gone).
@@ -95,9 +109,21 @@ fn start_time(tid: i32) -> Option<u64> {
     proc_stat_field(tid, 22)
 }
 
-/// Whether `tid` is a kernel thread (PF_KTHREAD in the flags field).
-fn is_kthread(tid: i32) -> bool {
-    proc_stat_field(tid, 9).is_some_and(|flags| flags & PF_KTHREAD != 0)
+/// The CPUs thread `tid` may run on, of the first `nr_cpus` (All if it is
+/// gone).
+fn cpu_affinity(tid: i32, nr_cpus: usize) -> Affinity {
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    if unsafe { libc::sched_getaffinity(tid, size, &mut set) } != 0 {
+        return Affinity::All;
+    }
+    let cpus: Vec<usize> = (0..nr_cpus)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect();
+    match cpus.len() {
+        0 => Affinity::All,
+        _ => Affinity::only(&cpus),
+    }
 }
 
 /// What the agent knows of a task.
@@ -109,8 +135,15 @@ struct Slot {
     start: Option<u64>,
     /// In the model's queues now.
     queued: bool,
+    /// Names a live thread (false: its task id was given back).
+    live: bool,
     /// A kernel thread: not a goroutine, run at once (see `enqueue`).
     kthread: bool,
+    /// When it was last handed to the agent, and last dispatched (ns, 0:
+    /// never), and where: what a stall report says of it.
+    enqueued_at: u64,
+    dispatched_at: u64,
+    dispatched_to: i32,
 }
 
 struct Agent<'a> {
@@ -128,13 +161,18 @@ struct Agent<'a> {
     /// Dispatches the BPF layer's ring had no room for, oldest first: sent
     /// again before anything else, never dropped.
     unsent: VecDeque<DispatchedTask>,
+    /// Times the ring was full and a dispatch had to wait (dropped before).
+    deferred: u64,
+    /// rustland's count of tasks it could not hand to this agent, last seen.
+    congested: u64,
+    /// Until then (ns), decisions go through rustland's shared DSQ.
+    shared_until: u64,
     /// `--debug-stall-comm`, NUL-padded (all 0: off).
     stall_comm: [u8; 16],
-    /// Task ids `prune` is giving back (kept to reuse its memory).
-    freed: Vec<G>,
-    /// Kernel threads, and tasks of restricted affinity, run in place.
+    /// The task id `prune` looked at last.
+    prune_at: usize,
+    /// Kernel threads run in place.
     kthread: u64,
-    affine: u64,
     epoch: Instant,
     per_cpu: Vec<u64>,
 }
@@ -179,10 +217,12 @@ impl<'a> Agent<'a> {
             inflight: vec![VecDeque::new(); nr_cpus],
             seq: 0,
             unsent: VecDeque::new(),
-            freed: Vec::new(),
+            deferred: 0,
+            congested: 0,
+            shared_until: 0,
+            prune_at: 0,
             stall_comm: agent.stall_comm(),
             kthread: 0,
-            affine: 0,
             epoch: Instant::now(),
             per_cpu: vec![0; nr_cpus],
         })
@@ -203,11 +243,19 @@ impl<'a> Agent<'a> {
             None => {
                 let g = self.sched.new_g(Affinity::All);
                 self.pids.insert(task.pid, g);
+                // One read of /proc tells a kernel thread (PF_KTHREAD in the
+                // flags, field 9) and when the thread started (field 22).
+                let mut buf = [0u8; 1024];
+                let stat = read_stat(task.pid, &mut buf).unwrap_or_default();
                 let slot = Slot {
-                    kthread: is_kthread(task.pid),
-                    start: start_time(task.pid),
+                    kthread: stat_field(stat, 9).is_some_and(|f| f & PF_KTHREAD != 0),
+                    start: stat_field(stat, 22),
                     task: task.clone(),
                     queued: false,
+                    live: true,
+                    enqueued_at: 0,
+                    dispatched_at: 0,
+                    dispatched_to: -1,
                 };
                 match self.slots.get_mut(g as usize) {
                     Some(old) => *old = slot,
@@ -217,22 +265,25 @@ impl<'a> Agent<'a> {
             }
         };
         // Kernel threads are the runtime, not goroutines (Go's sysmon runs
-        // without a P), and a task that may not run everywhere is a G
-        // locked to its M: both go straight back to their CPU (the BPF
-        // layer moves a task whose CPU is no longer allowed).
-        let kthread = self.slots[g as usize].kthread;
-        if kthread || (task.nr_cpus_allowed as usize) < self.nr_cpus {
-            *if kthread {
-                &mut self.kthread
-            } else {
-                &mut self.affine
-            } += 1;
+        // without a P): they go straight back to their CPU.
+        self.slots[g as usize].enqueued_at = now;
+        if self.slots[g as usize].kthread {
+            self.kthread += 1;
             let mut d = DispatchedTask::new(&task);
             d.slice_ns = self.slice_ns;
             self.send(d);
             return;
         }
-        let cpu = (task.cpu.max(0) as usize).min(self.nr_cpus - 1);
+        // A task that may not run everywhere (a cpuset, sched_setaffinity)
+        // is queued by Go's rules like any other, within its CPUs.
+        let aff = match (task.nr_cpus_allowed as usize) < self.nr_cpus {
+            true => cpu_affinity(task.pid, self.nr_cpus),
+            false => Affinity::All,
+        };
+        self.sched.set_affinity(g, aff);
+        let cpu = self
+            .sched
+            .home(g, (task.cpu.max(0) as usize).min(self.nr_cpus - 1));
         // Woken or new: rustland resets exec_runtime when a task wakes up.
         let woken = task.exec_runtime == 0;
         let slot = &mut self.slots[g as usize];
@@ -253,6 +304,7 @@ impl<'a> Agent<'a> {
         } else {
             // Still runnable when it stopped: its slice ran out.
             self.sched.slice_expired(g);
+            self.sched.wake_allowed(g);
         }
         self.sched.wakep();
     }
@@ -271,6 +323,7 @@ impl<'a> Agent<'a> {
     fn flush_unsent(&mut self) {
         while let Some(d) = self.unsent.front() {
             if self.bpf.dispatch_task(d).is_err() {
+                self.deferred += 1;
                 return;
             }
             self.unsent.pop_front();
@@ -282,6 +335,19 @@ impl<'a> Agent<'a> {
     /// blocks, or has had a whole slice: past that the CPU takes its next
     /// task, which makes the kernel preempt the long runner.
     fn dispatch(&mut self, now: u64) {
+        // When the ring from the kernel is full, rustland's BPF layer puts
+        // the tasks it cannot hand over on its shared DSQ, which a CPU
+        // serves only when its own DSQ is empty. This agent keeps every
+        // CPU's DSQ filled, so they would wait until the watchdog ejects the
+        // scheduler. So for a while after that happens, the decisions go
+        // through the shared DSQ too, where the older tasks (lower vtime)
+        // run first.
+        let congested = *self.bpf.nr_sched_congested_mut();
+        if congested != self.congested {
+            self.congested = congested;
+            self.shared_until = now + SHARED_AFTER_CONGESTION_NS;
+        }
+        let shared = now < self.shared_until;
         for c in 0..self.nr_cpus {
             let slice = self.slice_ns;
             let slots = &self.slots;
@@ -295,8 +361,10 @@ impl<'a> Agent<'a> {
                 let Some(run) = run else { break };
                 let slot = &mut self.slots[run.g as usize];
                 slot.queued = false;
+                slot.dispatched_at = now;
+                slot.dispatched_to = c as i32;
                 let mut d = DispatchedTask::new(&slot.task);
-                d.cpu = c as i32;
+                d.cpu = if shared { RL_CPU_ANY } else { c as i32 };
                 d.slice_ns = run.slice_ns;
                 self.send(d);
                 self.inflight[c].push_back((run.g, now));
@@ -305,24 +373,104 @@ impl<'a> Agent<'a> {
         }
     }
 
+    /// While the model holds tasks, rustland runs this agent ahead of a
+    /// CPU's own queue, and `notify_complete`'s yield brings it straight back
+    /// on the same CPU: the tasks handed to the CPU it runs on would wait
+    /// behind it for as long as the backlog lasts (a watchdog stall under a
+    /// burst of new threads). So when tasks wait there, it steps off that CPU
+    /// for a moment, by sleeping rather than yielding.
+    fn step_off_own_cpu(&self) {
+        let cpu = unsafe { libc::sched_getcpu() };
+        let waiting = usize::try_from(cpu)
+            .ok()
+            .and_then(|c| self.inflight.get(c))
+            .is_some_and(|q| !q.is_empty());
+        if waiting {
+            std::thread::sleep(STEP_OFF);
+        }
+    }
+
     /// Forget the threads that exited, and those whose id a new thread
     /// took: their task ids go back to the model for reuse, so the agent's
-    /// state follows the live threads, not every id it ever saw. Only tasks
-    /// that are neither queued nor dispatched are looked at.
+    /// state follows the live threads, not every id it ever saw. Each call
+    /// looks at the next PRUNE_BATCH task ids, round-robin: one /proc read
+    /// each, so that 10,000 parked threads do not cost 10,000 reads at once.
+    /// Only tasks that are neither queued nor dispatched are looked at.
     fn prune(&mut self) {
-        let (slots, inflight, freed) = (&self.slots, &self.inflight, &mut self.freed);
-        self.pids.retain(|&tid, &mut g| {
-            let slot = &slots[g as usize];
-            let busy = slot.queued || inflight.iter().any(|q| q.iter().any(|&(x, _)| x == g));
-            if busy || start_time(tid).is_some_and(|t| Some(t) == slot.start) {
-                return true;
+        for _ in 0..PRUNE_BATCH.min(self.slots.len()) {
+            self.prune_at = (self.prune_at + 1) % self.slots.len();
+            let g = self.prune_at as G;
+            let slot = &self.slots[g as usize];
+            let tid = slot.task.pid;
+            if !slot.live
+                || slot.queued
+                || self.inflight.iter().any(|q| q.iter().any(|&(x, _)| x == g))
+            {
+                continue;
             }
-            freed.push(g);
-            false
-        });
-        for g in self.freed.drain(..) {
+            if start_time(tid).is_some_and(|t| Some(t) == slot.start) {
+                continue;
+            }
+            self.pids.remove(&tid);
+            self.slots[g as usize].live = false;
             self.sched.free_g(g);
         }
+    }
+
+    /// After a watchdog ejection ("... name[tid] failed to run for ..."):
+    /// log what the agent knew of that task, to tell a task lost on the way
+    /// (neither queued nor dispatched) from one the policy kept waiting.
+    fn explain_stall(&self, why: &str) {
+        let tid = why
+            .split('[')
+            .nth(1)
+            .and_then(|rest| rest.split(']').next())
+            .and_then(|tid| tid.parse::<i32>().ok());
+        let Some(tid) = tid else { return };
+        let Some(&g) = self.pids.get(&tid) else {
+            log::warn!("stalled task {tid}: never handed to the agent");
+            return;
+        };
+        let slot = &self.slots[g as usize];
+        let now = self.now();
+        let ms = |t: u64| {
+            if t == 0 {
+                -1
+            } else {
+                (now.saturating_sub(t) / 1_000_000) as i64
+            }
+        };
+        let inflight: Vec<usize> = (0..self.nr_cpus)
+            .filter(|&c| self.inflight[c].iter().any(|&(x, _)| x == g))
+            .collect();
+        let place = if let Some(p) = self.sched.ps.iter().position(|p| p.runnext == Some(g)) {
+            format!("runnext of P{p}")
+        } else if let Some(p) = self
+            .sched
+            .ps
+            .iter()
+            .position(|p| p.runq.iter().any(|x| x == g))
+        {
+            format!("LRQ of P{p}")
+        } else if let Some(i) = self.sched.runq.iter().position(|&x| x == g) {
+            format!("global queue, {i} ahead of it")
+        } else {
+            "in no model queue".into()
+        };
+        log::warn!(
+            "stalled task {tid} (task id {g}, kthread {}): queued {} ({place}), in flight on {inflight:?}; \
+             handed to the agent {} ms ago (enq_cnt {}, cpu {}, {} CPUs allowed), dispatched {} ms ago to CPU {}; \
+             {} unsent dispatches",
+            slot.kthread,
+            slot.queued,
+            ms(slot.enqueued_at),
+            slot.task.enq_cnt,
+            slot.task.cpu,
+            slot.task.nr_cpus_allowed,
+            ms(slot.dispatched_at),
+            slot.dispatched_to,
+            self.unsent.len()
+        );
     }
 
     fn metrics(&self) -> Metrics {
@@ -332,7 +480,6 @@ impl<'a> Agent<'a> {
                 + self.inflight.iter().map(|q| q.len() as u64).sum::<u64>(),
         );
         m.kthread = self.kthread;
-        m.affine = self.affine;
         m
     }
 
@@ -346,12 +493,8 @@ impl<'a> Agent<'a> {
     ) -> Result<UserExitInfo> {
         let (res_ch, req_ch) = stats_server.channels();
         let mut next_print = stats.map(|intv| Instant::now() + intv);
-        let mut next_prune = Instant::now();
         while !self.bpf.exited() {
-            if Instant::now() >= next_prune {
-                self.prune();
-                next_prune = Instant::now() + PRUNE_EVERY;
-            }
+            self.prune();
             if let (Some(at), Some(intv)) = (next_print, stats) {
                 if Instant::now() >= at {
                     let _ = self.metrics().format(&mut std::io::stdout());
@@ -368,8 +511,9 @@ impl<'a> Agent<'a> {
             // whenever a CPU looks for work: when its task blocked or
             // exited, which nothing else would tell (an exit never comes
             // back as an enqueue).
-            let queued = self.sched.queued().count() + self.unsent.len();
+            let queued = self.sched.nr_queued() + self.unsent.len();
             self.bpf.notify_complete(queued as u64);
+            self.step_off_own_cpu();
             if req_ch.try_recv().is_ok() {
                 res_ch.send(self.metrics())?;
             }
@@ -383,12 +527,17 @@ impl<'a> Agent<'a> {
             *self.bpf.nr_failed_dispatches_mut(),
             *self.bpf.nr_sched_congested_mut(),
         ];
-        log::debug!(
-            "dispatches per CPU {:?}; rustland user/kernel/bounce/cancel/fail/congested {:?}",
-            self.per_cpu,
+        log::info!(
+            "dispatches deferred on a full ring: {}; rustland user/kernel/bounce/cancel/fail/congested {:?}",
+            self.deferred,
             c
         );
-        self.bpf.shutdown_and_report()
+        log::debug!("dispatches per CPU {:?}", self.per_cpu);
+        let exit = self.bpf.shutdown_and_report();
+        if let Err(e) = &exit {
+            self.explain_stall(&format!("{e}"));
+        }
+        exit
     }
 }
 

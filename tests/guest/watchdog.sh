@@ -1,0 +1,15 @@
+# watchdog.sh SCX_GMP [ARGS]: a task the scheduler never runs (the hidden
+# --debug-stall-comm) must make the kernel's watchdog eject it, and scx_gmp
+# must print the kernel's reason and exit 1. SCX_TIMEOUT_MS shortens the
+# watchdog to 3 s for the test.
+SCX_GMP=$1 GMP_ARGS=${2:-}
+. "$(dirname "$0")/lib.sh"
+cp "$(command -v sleep)" /tmp/gmp-stallme
+export SCX_TIMEOUT_MS=3000
+start_gmp /tmp/gmp.log $GMP_ARGS --debug-stall-comm gmp-stallme || exit 1
+/tmp/gmp-stallme 0.2 &
+wait "$GMP_PID"
+echo "gmp_exit=$?"
+echo "state_after=$(wait_state disabled 30 >/dev/null; cat $STATE)"
+wait && echo "stalled_task_finished=yes"
+grep -m1 'error' /tmp/gmp.log | sed 's/^/reason: /'
