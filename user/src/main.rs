@@ -55,10 +55,6 @@ struct Opts {
 /// tasks this agent could not receive (see `Agent::dispatch`).
 const SHARED_AFTER_CONGESTION_NS: u64 = 100_000_000;
 
-/// How long the agent leaves its CPU to the tasks queued there (see
-/// `Agent::step_off_own_cpu`).
-const STEP_OFF: Duration = Duration::from_micros(100);
-
 /// Task ids the agent checks for exited threads on each pass (see
 /// `Agent::prune`).
 const PRUNE_BATCH: usize = 8;
@@ -373,23 +369,6 @@ impl<'a> Agent<'a> {
         }
     }
 
-    /// While the model holds tasks, rustland runs this agent ahead of a
-    /// CPU's own queue, and `notify_complete`'s yield brings it straight back
-    /// on the same CPU: the tasks handed to the CPU it runs on would wait
-    /// behind it for as long as the backlog lasts (a watchdog stall under a
-    /// burst of new threads). So when tasks wait there, it steps off that CPU
-    /// for a moment, by sleeping rather than yielding.
-    fn step_off_own_cpu(&self) {
-        let cpu = unsafe { libc::sched_getcpu() };
-        let waiting = usize::try_from(cpu)
-            .ok()
-            .and_then(|c| self.inflight.get(c))
-            .is_some_and(|q| !q.is_empty());
-        if waiting {
-            std::thread::sleep(STEP_OFF);
-        }
-    }
-
     /// Forget the threads that exited, and those whose id a new thread
     /// took: their task ids go back to the model for reuse, so the agent's
     /// state follows the live threads, not every id it ever saw. Each call
@@ -513,7 +492,6 @@ impl<'a> Agent<'a> {
             // back as an enqueue).
             let queued = self.sched.nr_queued() + self.unsent.len();
             self.bpf.notify_complete(queued as u64);
-            self.step_off_own_cpu();
             if req_ch.try_recv().is_ok() {
                 res_ch.send(self.metrics())?;
             }
