@@ -11,8 +11,10 @@ sleep 2
 kill -9 "$GMP_PID"
 wait "$GMP_PID" 2>/dev/null
 wait_state disabled 30 && echo "state_after_kill=$(cat $STATE)"
-for _ in $(seq 50); do pgrep -x 'scx_gmp|scx_gmp-user' >/dev/null || break; sleep 0.1; done
-echo "left_running=$(pgrep -x 'scx_gmp|scx_gmp-user' | wc -l)"
+# Each name on its own: pgrep matches at most 15 characters of a name.
+left() { { pgrep -x scx_gmp; pgrep -x scx_gmp-user; } | wc -l; }
+for _ in $(seq 50); do [ "$(left)" = 0 ] && break; sleep 0.1; done
+echo "left_running=$(left)"
 wait "$fan"
 echo "fanout_exit=$? $(cat /tmp/fan.out)"
 start_gmp /tmp/gmp2.log $GMP_ARGS && echo "reloaded=$(cat $STATE)"
