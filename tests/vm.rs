@@ -48,7 +48,7 @@ fn vm_run(opts: &[&str], cmd: &[&str]) -> Run {
     let run = vm_run_env(&[], opts, cmd);
     assert!(
         run.code != 125 && run.code != 124,
-        "the VM did not run (exit {}); run vm/setup first.\nstderr:\n{}",
+        "the VM did not run the command (exit {}: 125 harness error, 124 guest died or timed out).\nstderr:\n{}",
         run.code,
         run.stderr
     );
@@ -175,7 +175,8 @@ fn harness_reports_a_guest_kernel_panic() {
     );
     assert_eq!(r.code, 124, "stderr: {}", r.stderr);
     assert!(
-        r.stderr.contains("vm/run: error: the guest died"),
+        r.stderr.contains("vm/run: error: the guest kernel panicked")
+            && r.stderr.contains("sysrq triggered crash"),
         "stderr: {}",
         r.stderr
     );
