@@ -67,6 +67,7 @@ enum gmp_stat {
 	GMP_STAT_KICK,		/* wakep woke an idle CPU */
 	GMP_STAT_SPIN,		/* a CPU started spinning (looking for work) */
 	GMP_STAT_KTHREAD,	/* woken kernel threads run on their CPU directly */
+	GMP_STAT_TRACE_DROPPED,	/* trace events lost: the ring buffer was full */
 	GMP_NR_STATS,
 };
 
@@ -94,4 +95,94 @@ struct gmp_cpu {
 	/* LRQ and runnext DSQ lengths, written by the snapshot program only. */
 	int snap_lrq;
 	int snap_runnext;
+	/* What find_runnable saw on entry, for the trace only. Owner only. */
+	int seen_runnext;
+	int seen_lrq;
+	int seen_grq;
+	int seen_tick_grq;	/* the GRQ length the 61st-tick check saw */
+	/* A victim's runnext was left alone for being younger than the grace:
+	 * look again before idling for long. Owner only. */
+	unsigned int young_runnext;
 } __attribute__((aligned(64)));
+
+/*
+ * The decision trace (scx_gmp --trace FILE): one record per policy decision,
+ * in a BPF ring buffer; the agent writes each as a line of text (src/trace.rs)
+ * and `scx_gmp check FILE` replays them against Go's rules (src/check.rs).
+ */
+enum gmp_ev {
+	GMP_EV_PUT,	/* a task was queued: sub is a gmp_put */
+	GMP_EV_PICK,	/* a CPU found a task: sub is a gmp_pick */
+	GMP_EV_RUN,	/* a task started running (ops.running) */
+	GMP_EV_SLEEP,	/* a task stopped being runnable (ops.quiescent) */
+	GMP_EV_IDLE,	/* find_runnable found nothing */
+	GMP_EV_SPIN,	/* sub 1: a CPU started spinning, 0: it stopped */
+	GMP_EV_KICK,	/* a CPU was kicked: sub is a gmp_why */
+	GMP_EV_MOVE,	/* a late move between queues: sub is a gmp_move */
+	GMP_NR_EV,
+};
+
+/* Where a put went. */
+enum gmp_put {
+	GMP_PUT_RUNNEXT,	/* runqput(next): other = the task it displaced */
+	GMP_PUT_LRQ,		/* runqput: the LRQ tail */
+	GMP_PUT_GRQ,		/* globrunqput */
+	GMP_PUT_OVERFLOW,	/* runqputslow: the LRQ was full; to the GRQ */
+	GMP_PUT_KTHREAD,	/* a woken kernel thread, on its CPU directly */
+	GMP_NR_PUT,
+};
+
+/* Why a task was put, or a CPU kicked. */
+enum gmp_why {
+	GMP_WHY_WAKE,		/* woken or new: ready() */
+	GMP_WHY_EXPIRE,		/* its slice ran out: retake */
+	GMP_WHY_YIELD,		/* sched_yield: Gosched */
+	GMP_WHY_REQUEUE,	/* the kernel queued it again, slice left */
+	GMP_WHY_RETAKE,		/* a runnext whose inherited slice was spent */
+	GMP_WHY_WAKEP,		/* kick: wakep woke an idle CPU to spin */
+	GMP_WHY_OWNER,		/* kick: work was queued on that CPU */
+	GMP_WHY_AFFINITY,	/* kick: an idle CPU that may run the task */
+	GMP_WHY_RECHECK,	/* kick: itself, to look at a young runnext again */
+	GMP_NR_WHY,
+};
+
+/* Where a pick came from, in findRunnable's order. */
+enum gmp_pick {
+	GMP_PICK_TICK,		/* the every-61st-schedtick GRQ take */
+	GMP_PICK_RUNNEXT,	/* runqget: runnext */
+	GMP_PICK_LRQ,		/* runqget: the LRQ head */
+	GMP_PICK_BATCH,		/* globrunqgetbatch: n of want */
+	GMP_PICK_STEAL,		/* runqsteal: n of want from other's LRQ */
+	GMP_PICK_STEAL_RUNNEXT,	/* runqsteal: other's runnext, in round `round` */
+	GMP_PICK_KEEP,		/* nothing queued: the running task goes on */
+	GMP_NR_PICK,
+};
+
+/* Late moves (main.bpf.c explains why they are late). */
+enum gmp_move {
+	GMP_MOVE_KICKED,	/* runnext_flush: a displaced runnext to the LRQ tail */
+	GMP_MOVE_OVERFLOW,	/* runqputslow_flush: n of len LRQ tasks to the GRQ */
+	GMP_MOVE_PENDING,	/* a put overflowed: the half-move is due */
+	GMP_NR_MOVE,
+};
+
+struct gmp_event {
+	unsigned long long ts;	/* bpf_ktime_get_ns(): one clock for all CPUs */
+	unsigned char kind;	/* enum gmp_ev */
+	unsigned char sub;	/* enum gmp_put / gmp_pick / gmp_move / gmp_why */
+	unsigned char why;	/* puts: enum gmp_why */
+	unsigned char round;	/* steals: the stealWork round */
+	int cpu;		/* the CPU (P) the decision is about */
+	int pid;		/* the task, or -1 */
+	int other;		/* displaced task, victim CPU, kicker CPU, or -1 */
+	int n;			/* tasks moved, or a queue length after a put */
+	int want;		/* tasks the rule asked for */
+	int len;		/* the length the rule was computed from */
+	int seen_runnext;	/* picks and idles: what the CPU saw on entry */
+	int seen_lrq;
+	int seen_grq;		/* (the GRQ as the batch saw it; < 0: none may run here) */
+	int tick_grq;		/* the GRQ as the 61st-tick check saw it; < 0: none may run here */
+	unsigned int schedtick;	/* picks and runs: the CPU's schedtick */
+	unsigned int nmspinning; /* spins and idles: nmspinning after */
+	long long age;		/* runnext steals: how long it waited (ns) */
+};

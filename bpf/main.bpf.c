@@ -41,6 +41,14 @@ const volatile u32 coprimes[GMP_MAX_CPUS];
  */
 const volatile char stall_comm[16];
 
+/* scx_gmp --trace: record every decision in trace_rb (intf.h, gmp_event). */
+const volatile bool trace_on;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20);
+} trace_rb SEC(".maps");
+
 /* Per-CPU state and counters, read by the agent. */
 struct gmp_cpu cpus[GMP_MAX_CPUS];
 
@@ -88,17 +96,25 @@ static struct gmp_cpu *cpu_ctx(s32 cpu)
  */
 struct gmp_loop {
 	s32 n;
+	s32 flushed;	/* runnext_flush's own: it calls runqputslow_flush */
 } __attribute__((aligned(64)));
 struct gmp_loop loops[GMP_MAX_CPUS];
 
-static s32 *loop_counter(void)
+static struct gmp_loop *loop_slot(void)
 {
 	u32 i = bpf_get_smp_processor_id();
 
 	if (i >= GMP_MAX_CPUS)
 		return NULL;
 	barrier_var(i);
-	return &loops[i & (GMP_MAX_CPUS - 1)].n;
+	return &loops[i & (GMP_MAX_CPUS - 1)];
+}
+
+static s32 *loop_counter(void)
+{
+	struct gmp_loop *l = loop_slot();
+
+	return l ? &l->n : NULL;
 }
 
 static struct task_ctx *task_ctx(const struct task_struct *p)
@@ -113,6 +129,49 @@ static void stat_add(enum gmp_stat s, u64 n)
 
 	if (c && s < GMP_NR_STATS)
 		c->stats[s] += n;
+}
+
+/*
+ * Start a trace record, or NULL when tracing is off (a constant: the verifier
+ * drops the tracing code) or the ring buffer is full (counted). Any CPU.
+ */
+static __always_inline struct gmp_event *ev_new(u32 kind, u32 sub, s32 cpu, s32 pid)
+{
+	struct gmp_event *e;
+
+	if (!trace_on)
+		return NULL;
+	e = bpf_ringbuf_reserve(&trace_rb, sizeof(*e), 0);
+	if (!e) {
+		stat_add(GMP_STAT_TRACE_DROPPED, 1);
+		return NULL;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ts = bpf_ktime_get_ns();
+	e->kind = kind;
+	e->sub = sub;
+	e->cpu = cpu;
+	e->pid = pid;
+	e->other = -1;
+	return e;
+}
+
+static __always_inline void ev_send(struct gmp_event *e)
+{
+	if (e)
+		bpf_ringbuf_submit(e, 0);
+}
+
+/* A record with one extra number: kicks, runs, sleeps, spins. */
+static __always_inline void ev_simple(u32 kind, u32 sub, s32 cpu, s32 pid, s32 other)
+{
+	struct gmp_event *e = ev_new(kind, sub, cpu, pid);
+
+	if (e) {
+		e->other = other;
+		e->nmspinning = nmspinning;
+		ev_send(e);
+	}
 }
 
 static bool may_run(const struct task_struct *p, s32 cpu)
@@ -138,8 +197,12 @@ static u32 lrq_len(s32 cpu)
 /* Wake @cpu if it idles: work was queued where only it looks first. */
 static void kick_if_other(s32 cpu)
 {
-	if (cpu != bpf_get_smp_processor_id())
+	s32 me = bpf_get_smp_processor_id();
+
+	if (cpu != me) {
+		ev_simple(GMP_EV_KICK, GMP_WHY_OWNER, cpu, -1, me);
 		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	}
 }
 
 /* wakep: proc.go wakep - wake one idle P to spin, if no P is spinning yet. */
@@ -155,22 +218,54 @@ static void wakep(void)
 	cpu = scx_bpf_pick_idle_cpu(online, 0);
 	scx_bpf_put_cpumask(online);
 	c = cpu_ctx(cpu);
-	if (!c) {
+	/*
+	 * The woken CPU spins on our count. If it already spins on its own
+	 * (find_runnable set its flag first), it has its own count: drop ours.
+	 */
+	if (!c || !__sync_bool_compare_and_swap(&c->spinning, 0, 1)) {
 		__sync_fetch_and_sub(&nmspinning, 1);
 		return;
 	}
-	c->spinning = 1;
+	ev_simple(GMP_EV_SPIN, 1, cpu, -1, bpf_get_smp_processor_id());
+	ev_simple(GMP_EV_KICK, GMP_WHY_WAKEP, cpu, -1, bpf_get_smp_processor_id());
 	stat_add(GMP_STAT_KICK, 1);
 	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 }
 
 /* Leave the spinning state (proc.go resetspinning / the M's spinning=false). */
-static bool stop_spinning(struct gmp_cpu *c)
+static bool stop_spinning(s32 cpu, struct gmp_cpu *c)
 {
 	if (!__sync_lock_test_and_set(&c->spinning, 0))
 		return false;
 	__sync_fetch_and_sub(&nmspinning, 1);
+	ev_simple(GMP_EV_SPIN, 0, cpu, -1, cpu);
 	return true;
+}
+
+/*
+ * Start spinning (proc.go findRunnable: mp.becomeSpinning). The flag and the
+ * count change together: a CPU that wakep() marked already spins. Owner only.
+ */
+static bool start_spinning(s32 cpu, struct gmp_cpu *c)
+{
+	if (!__sync_bool_compare_and_swap(&c->spinning, 0, 1))
+		return false;
+	__sync_fetch_and_add(&nmspinning, 1);
+	stat_add(GMP_STAT_SPIN, 1);
+	ev_simple(GMP_EV_SPIN, 1, cpu, -1, cpu);
+	return true;
+}
+
+/* Trace a put of @p to @cpu's queue @where; @n: that queue's length after. */
+static __always_inline void ev_put(u32 where, u32 why, s32 cpu, struct task_struct *p, s32 n)
+{
+	struct gmp_event *e = ev_new(GMP_EV_PUT, where, cpu, p->pid);
+
+	if (e) {
+		e->why = why;
+		e->n = n;
+		ev_send(e);
+	}
 }
 
 /*
@@ -178,15 +273,28 @@ static bool stop_spinning(struct gmp_cpu *c)
  * run on some CPUs only wakes an idle one of those: wakep() may wake a CPU
  * that cannot take it.
  */
-static void globrunqput(struct task_struct *p, u64 enq_flags)
+static void globrunqput(struct task_struct *p, u32 why, u64 enq_flags)
 {
+	ev_put(GMP_PUT_GRQ, why, -1, p, scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) + 1);
 	scx_bpf_dsq_insert(p, GMP_DSQ_GRQ, slice_ns, enq_flags);
 	stat_add(GMP_STAT_GLOBAL_PUT, 1);
 	if (p->nr_cpus_allowed < nr_cpus) {
 		s32 cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
 
-		if (cpu >= 0)
+		if (cpu >= 0) {
+			ev_simple(GMP_EV_KICK, GMP_WHY_AFFINITY, cpu, p->pid,
+				  bpf_get_smp_processor_id());
 			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+		}
+	}
+}
+
+/* runqputslow's half-move is due on @cpu: count one overflow, not one per put. */
+static void overflow_pending(s32 cpu, struct gmp_cpu *c)
+{
+	if (!__sync_lock_test_and_set(&c->ovf_pending, 1)) {
+		stat_add(GMP_STAT_OVERFLOW, 1);
+		ev_simple(GMP_EV_MOVE, GMP_MOVE_PENDING, cpu, -1, bpf_get_smp_processor_id());
 	}
 }
 
@@ -194,37 +302,49 @@ static void globrunqput(struct task_struct *p, u64 enq_flags)
  * runqputslow: proc.go runqputslow - @cpu's LRQ is full: @p and half of the
  * LRQ go to the GRQ. @p goes now; the half follows at runqputslow_flush().
  */
-static void runqputslow(struct task_struct *p, s32 cpu, u64 enq_flags)
+static void runqputslow(struct task_struct *p, s32 cpu, u32 why, u64 enq_flags)
 {
 	struct gmp_cpu *c = cpu_ctx(cpu);
 
-	globrunqput(p, enq_flags);
-	stat_add(GMP_STAT_OVERFLOW, 1);
+	ev_put(GMP_PUT_OVERFLOW, why, cpu, p, lrq_len(cpu));
+	scx_bpf_dsq_insert(p, GMP_DSQ_GRQ, slice_ns, enq_flags);
+	stat_add(GMP_STAT_GLOBAL_PUT, 1);
 	if (c)
-		c->ovf_pending = 1;
+		overflow_pending(cpu, c);
 	kick_if_other(cpu);
 }
 
 /* runqput: proc.go runqput - queue @p on @cpu's runnext (next) or LRQ tail. */
-static void runqput(struct task_struct *p, s32 cpu, bool next, u64 enq_flags)
+static void runqput(struct task_struct *p, s32 cpu, bool next, u32 why, u64 enq_flags)
 {
 	struct gmp_cpu *c = cpu_ctx(cpu);
 
 	if (!c) {
-		globrunqput(p, enq_flags);
+		globrunqput(p, why, enq_flags);
 		return;
 	}
 	if (next) {
 		u64 seq = __sync_fetch_and_add(&runnext_seq, 1);
+		s32 kicked = scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) > 0;
 
-		/* The displaced runnext goes to the LRQ tail, or overflows. */
-		if (scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) > 0) {
+		/*
+		 * The displaced runnext goes to the LRQ tail (counted there
+		 * from now on); runnext_flush() moves it, or overflows.
+		 */
+		if (kicked)
 			stat_add(GMP_STAT_RUNNEXT_KICK, 1);
-			if (lrq_len(cpu) >= lrq_cap) {
-				stat_add(GMP_STAT_OVERFLOW, 1);
-				c->ovf_pending = 1;
-			} else {
-				stat_add(GMP_STAT_LRQ_PUT, 1);
+		if (trace_on) {
+			struct gmp_event *e = ev_new(GMP_EV_PUT, GMP_PUT_RUNNEXT, cpu, p->pid);
+			struct task_struct *old;
+
+			if (e) {
+				bpf_for_each(scx_dsq, old, runnext_dsq(cpu), 0) {
+					e->other = old->pid;
+					break;
+				}
+				e->why = why;
+				e->n = lrq_len(cpu) + kicked;
+				ev_send(e);
 			}
 		}
 		c->runnext_at = scx_bpf_now();
@@ -232,9 +352,10 @@ static void runqput(struct task_struct *p, s32 cpu, bool next, u64 enq_flags)
 		scx_bpf_dsq_insert_vtime(p, runnext_dsq(cpu), slice_ns, -seq, enq_flags);
 		stat_add(GMP_STAT_RUNNEXT_PUT, 1);
 	} else if (lrq_len(cpu) >= lrq_cap) {
-		runqputslow(p, cpu, enq_flags);
+		runqputslow(p, cpu, why, enq_flags);
 		return;
 	} else {
+		ev_put(GMP_PUT_LRQ, why, cpu, p, lrq_len(cpu) + 1);
 		scx_bpf_dsq_insert(p, lrq_dsq(cpu), slice_ns, enq_flags);
 		stat_add(GMP_STAT_LRQ_PUT, 1);
 	}
@@ -248,48 +369,36 @@ static void runqput(struct task_struct *p, s32 cpu, bool next, u64 enq_flags)
  * scalars only). __hidden keeps them out of the object's exported symbols.
  */
 
-/*
- * runnext_flush: the runqput kick, done late. Every task in @cpu's runnext
- * DSQ but the newest was displaced: move them, oldest first, to the LRQ tail.
- */
-__hidden void runnext_flush(s32 cpu)
+/* Trace a late move of @n tasks on @cpu's queues, computed from @len. */
+static __always_inline void ev_move(u32 what, s32 cpu, s32 n, s32 want, s32 len)
 {
-	struct task_struct *p;
-	s32 extra = scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) - 1;
-	s32 *moved = loop_counter();
+	struct gmp_event *e = ev_new(GMP_EV_MOVE, what, cpu, -1);
 
-	if (extra <= 0 || !moved)
-		return;
-	*moved = 0;
-	bpf_for_each(scx_dsq, p, runnext_dsq(cpu), SCX_DSQ_ITER_REV) {
-		u64 dst = lrq_dsq(cpu);
-
-		if (*moved >= extra)
-			break;
-		if (scx_bpf_dsq_nr_queued(dst) >= lrq_cap) {
-			struct gmp_cpu *c = cpu_ctx(cpu);
-
-			dst = GMP_DSQ_GRQ;
-			if (c)
-				c->ovf_pending = 1;
-		}
-		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, dst, 0))
-			(*moved)++;
+	if (e) {
+		e->other = bpf_get_smp_processor_id();
+		e->n = n;
+		e->want = want;
+		e->len = len;
+		ev_send(e);
 	}
 }
 
-/* runqputslow_flush: the second half of runqputslow - LRQ head half to the GRQ. */
+/*
+ * runqputslow_flush: the second half of runqputslow - move half of @cpu's LRQ,
+ * from its head, to the GRQ. The owner and a thief may both try: the one that
+ * clears ovf_pending moves.
+ */
 __hidden void runqputslow_flush(s32 cpu)
 {
 	struct gmp_cpu *c = cpu_ctx(cpu);
 	s32 *moved = loop_counter();
 	struct task_struct *p;
-	s32 half;
+	s32 len, half;
 
-	if (!c || !c->ovf_pending || !moved)
+	if (!c || !c->ovf_pending || !moved || !__sync_lock_test_and_set(&c->ovf_pending, 0))
 		return;
-	c->ovf_pending = 0;
-	half = scx_bpf_dsq_nr_queued(lrq_dsq(cpu)) / 2;
+	len = scx_bpf_dsq_nr_queued(lrq_dsq(cpu));
+	half = len / 2;
 	*moved = 0;
 	bpf_for_each(scx_dsq, p, lrq_dsq(cpu), 0) {
 		if (*moved >= half)
@@ -299,6 +408,62 @@ __hidden void runqputslow_flush(s32 cpu)
 	}
 	stat_add(GMP_STAT_OVERFLOW_TASKS, *moved);
 	stat_add(GMP_STAT_GLOBAL_PUT, *moved);
+	ev_move(GMP_MOVE_OVERFLOW, cpu, *moved, half, len);
+}
+
+/*
+ * At most this many displaced runnext tasks move per runnext_flush() call: a
+ * burst of wakeups must not keep IRQs off for a thousand moves. The rest stay
+ * behind the newest in the runnext DSQ, in order, already counted at the LRQ
+ * tail, and move at the next call.
+ */
+#define RUNNEXT_FLUSH_MAX 64
+
+/*
+ * runnext_flush: the runqput kick, done late. Every task in @cpu's runnext
+ * DSQ but the newest was displaced: move them, oldest first, to the LRQ tail.
+ * Into a full LRQ, runqputslow first moves half of it to the GRQ, then the
+ * task: Go's order. Owner, or a thief before it steals; each move re-checks
+ * that more than the newest is left, so two at once never move the newest.
+ */
+__hidden void runnext_flush(s32 cpu)
+{
+	struct gmp_loop *l = loop_slot();
+	struct task_struct *p;
+	s32 i;
+
+	if (!l)
+		return;
+	l->flushed = 0;
+	bpf_for(i, 0, RUNNEXT_FLUSH_MAX) {
+		if (scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) <= 1)
+			break;
+		if (scx_bpf_dsq_nr_queued(lrq_dsq(cpu)) >= lrq_cap) {
+			struct gmp_cpu *c = cpu_ctx(cpu);
+
+			if (c)
+				overflow_pending(cpu, c);
+			runqputslow_flush(cpu);
+		}
+		bpf_for_each(scx_dsq, p, runnext_dsq(cpu), SCX_DSQ_ITER_REV) {
+			u64 dst = lrq_dsq(cpu);
+
+			/* A full LRQ even after the half-move: the GRQ tail. */
+			if (scx_bpf_dsq_nr_queued(dst) >= lrq_cap)
+				dst = GMP_DSQ_GRQ;
+			if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, dst, 0)) {
+				l->flushed++;
+				if (dst == GMP_DSQ_GRQ) {
+					stat_add(GMP_STAT_OVERFLOW_TASKS, 1);
+					stat_add(GMP_STAT_GLOBAL_PUT, 1);
+				}
+			}
+			break;
+		}
+	}
+	if (l->flushed)
+		ev_move(GMP_MOVE_KICKED, cpu, l->flushed, l->flushed,
+			scx_bpf_dsq_nr_queued(runnext_dsq(cpu)));
 }
 
 /*
@@ -319,6 +484,33 @@ static u64 inherit_slice(struct gmp_cpu *c, u64 now)
 }
 
 /*
+ * Trace a pick by @cpu from @from: @pid (-1: the kernel's move_to_local chose),
+ * @n of @want tasks, computed from @len tasks on @other (a victim CPU).
+ */
+static __always_inline void ev_pick(u32 from, s32 cpu, s32 pid, s32 n, s32 want, s32 len,
+				    s32 other)
+{
+	struct gmp_cpu *c = cpu_ctx(cpu);
+	struct gmp_event *e;
+
+	if (!c)
+		return;
+	e = ev_new(GMP_EV_PICK, from, cpu, pid);
+	if (e) {
+		e->n = n;
+		e->want = want;
+		e->len = len;
+		e->other = other;
+		e->seen_runnext = c->seen_runnext;
+		e->seen_lrq = c->seen_lrq;
+		e->seen_grq = c->seen_grq;
+		e->tick_grq = c->seen_tick_grq;
+		e->schedtick = c->schedtick;
+		ev_send(e);
+	}
+}
+
+/*
  * runqget: proc.go runqget - runnext first (inherits the slice), then the LRQ
  * head. A runnext task whose inherited slice sysmon has already retaken goes
  * to the GRQ instead: a ping-pong pair cannot hold a CPU beyond one slice.
@@ -335,8 +527,18 @@ static bool runqget(s32 cpu, struct gmp_cpu *c)
 			continue;
 		left = inherit_slice(c, scx_bpf_now());
 		if (!left) {
+			s32 pid = p->pid, len = scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) + 1;
+
 			scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, slice_ns);
 			if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, GMP_DSQ_GRQ, 0)) {
+				struct gmp_event *e = ev_new(GMP_EV_PUT, GMP_PUT_GRQ, -1, pid);
+
+				if (e) {
+					e->why = GMP_WHY_RETAKE;
+					e->n = len;
+					e->other = cpu;
+					ev_send(e);
+				}
 				stat_add(GMP_STAT_SLICE_EXPIRED, 1);
 				stat_add(GMP_STAT_GLOBAL_PUT, 1);
 			}
@@ -346,12 +548,14 @@ static bool runqget(s32 cpu, struct gmp_cpu *c)
 		tctx->inherit = true;
 		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
 			stat_add(GMP_STAT_RUNNEXT_HIT, 1);
+			ev_pick(GMP_PICK_RUNNEXT, cpu, p->pid, 1, 1, 0, -1);
 			return true;
 		}
 		tctx->inherit = false;
 	}
 	if (scx_bpf_dsq_move_to_local(lrq_dsq(cpu), 0)) {
 		stat_add(GMP_STAT_LRQ_GET, 1);
+		ev_pick(GMP_PICK_LRQ, cpu, -1, 1, 1, 0, -1);
 		return true;
 	}
 	return false;
@@ -396,16 +600,29 @@ __hidden bool globrunqgetbatch(s32 cpu)
 	s32 len = scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ);
 	s32 n, got;
 
-	if (len <= 0)
+	if (len <= 0) {
+		struct gmp_cpu *c = cpu_ctx(cpu);
+
+		if (trace_on && c)
+			c->seen_grq = 0;
 		return false;
+	}
 	n = len / (s32)nr_cpus + 1;
 	if (n > len)
 		n = len;
 	if (n > (s32)lrq_cap / 2)
 		n = lrq_cap / 2;
 	got = take_batch(cpu, GMP_DSQ_GRQ, n);
+	if (trace_on) {
+		struct gmp_cpu *c = cpu_ctx(cpu);
+
+		/* What the batch decided on; negative: none of it may run here. */
+		if (c)
+			c->seen_grq = got ? len : -len;
+	}
 	if (!got)
 		return false;
+	ev_pick(GMP_PICK_BATCH, cpu, -1, got, n, len, -1);
 	stat_add(GMP_STAT_GLOBAL_BATCH, 1);
 	stat_add(GMP_STAT_GLOBAL_BATCH_TASKS, got);
 	return true;
@@ -416,11 +633,12 @@ __hidden bool globrunqgetbatch(s32 cpu)
  * run one and queue the rest on @cpu. With an empty LRQ and @stealnext, take
  * the victim's runnext if it has waited runnext_grace_ns.
  */
-__hidden bool runqsteal(s32 cpu, s32 victim, bool stealnext)
+__hidden bool runqsteal(s32 cpu, s32 victim, bool stealnext, u32 round)
 {
 	struct gmp_cpu *vc = cpu_ctx(victim);
 	struct task_struct *p;
 	s32 n, got;
+	s64 age;
 
 	if (!vc)
 		return false;
@@ -432,18 +650,48 @@ __hidden bool runqsteal(s32 cpu, s32 victim, bool stealnext)
 		got = take_batch(cpu, lrq_dsq(victim), n - n / 2);
 		if (!got)
 			return false;
+		ev_pick(GMP_PICK_STEAL, cpu, -1, got, n - n / 2, n, victim);
 		stat_add(GMP_STAT_STEAL_OK, 1);
 		stat_add(GMP_STAT_STOLEN_TASKS, got);
 		return true;
 	}
-	if (!stealnext || scx_bpf_now() - vc->runnext_at < runnext_grace_ns)
+	if (!stealnext || scx_bpf_dsq_nr_queued(runnext_dsq(victim)) <= 0)
 		return false;
+	/* Signed: runnext_at is the waker's clock, which may be ahead of ours. */
+	age = (s64)(scx_bpf_now() - vc->runnext_at);
+	if (age < (s64)runnext_grace_ns) {
+		struct gmp_cpu *c = cpu_ctx(cpu);
+
+		if (c)
+			c->young_runnext = 1;
+		return false;
+	}
 	bpf_for_each(scx_dsq, p, runnext_dsq(victim), 0) {
+		struct gmp_event *e;
+		s32 pid = p->pid;
+
 		if (!may_run(p, cpu))
 			break;
 		scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, slice_ns);
 		if (!scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
 			break;
+		e = ev_new(GMP_EV_PICK, GMP_PICK_STEAL_RUNNEXT, cpu, pid);
+		if (e) {
+			struct gmp_cpu *c = cpu_ctx(cpu);
+
+			e->n = e->want = 1;
+			e->other = victim;
+			e->round = round;
+			e->age = age;
+			if (c) {
+				e->seen_runnext = c->seen_runnext;
+				e->seen_lrq = c->seen_lrq;
+				e->seen_grq = c->seen_grq;
+				e->tick_grq = c->seen_tick_grq;
+				e->schedtick = c->schedtick;
+			}
+			ev_send(e);
+		}
 		stat_add(GMP_STAT_STEAL_OK, 1);
 		stat_add(GMP_STAT_STOLEN_TASKS, 1);
 		stat_add(GMP_STAT_STOLEN_RUNNEXT, 1);
@@ -478,7 +726,7 @@ __hidden bool steal_work(s32 cpu)
 			pos = (pos + inc) % nr_cpus;
 			if (victim == cpu || bpf_cpumask_test_cpu(victim, idle))
 				continue;
-			if (runqsteal(cpu, victim, last)) {
+			if (runqsteal(cpu, victim, last, round)) {
 				found = true;
 				break;
 			}
@@ -507,22 +755,80 @@ static bool may_spin(void)
  * find_runnable: proc.go findRunnable - the 61st-tick global check, runnext,
  * LRQ, a global batch, then stealing by a spinning CPU; else idle.
  */
-static bool find_runnable(s32 cpu, struct gmp_cpu *c)
+static bool find_runnable(s32 cpu, struct gmp_cpu *c, bool prev_queued)
 {
-	if (global_every && c->schedtick % global_every == 0 &&
-	    scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) > 0 && globrunqget()) {
-		stat_add(GMP_STAT_GLOBAL_TICK, 1);
-		return true;
+	if (trace_on) {
+		c->seen_runnext = scx_bpf_dsq_nr_queued(runnext_dsq(cpu));
+		c->seen_lrq = scx_bpf_dsq_nr_queued(lrq_dsq(cpu));
+		c->seen_grq = scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ);
+		c->seen_tick_grq = 0;
+	}
+	if (global_every && c->schedtick % global_every == 0) {
+		s32 len = scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ);
+
+		if (len > 0 && globrunqget()) {
+			c->seen_tick_grq = len;
+			stat_add(GMP_STAT_GLOBAL_TICK, 1);
+			ev_pick(GMP_PICK_TICK, cpu, -1, 1, 1, len, -1);
+			return true;
+		}
+		/* For the trace: < 0, the GRQ had nothing this CPU may run. */
+		c->seen_tick_grq = len > 0 ? -len : 0;
 	}
 	if (runqget(cpu, c) || globrunqgetbatch(cpu))
 		return true;
+	/*
+	 * A running task whose slice ended is, in Go, on the GRQ tail, where
+	 * the batch above would have found it: Go does not steal then. Here it
+	 * is still the CPU's current task, and keeps the CPU (gmp_dispatch).
+	 */
+	if (prev_queued)
+		return false;
 
-	if (!c->spinning && may_spin()) {
-		c->spinning = 1;
-		__sync_fetch_and_add(&nmspinning, 1);
-		stat_add(GMP_STAT_SPIN, 1);
-	}
+	if (!c->spinning && may_spin())
+		start_spinning(cpu, c);
 	return c->spinning && steal_work(cpu);
+}
+
+/*
+ * Is there work on another CPU that @cpu could steal? proc.go findRunnable's
+ * re-check of every run queue after dropping spinning. Any CPU.
+ */
+static bool work_elsewhere(s32 cpu)
+{
+	u32 i;
+
+	bpf_for(i, 0, nr_cpus) {
+		if (i != cpu && (scx_bpf_dsq_nr_queued(lrq_dsq(i)) > 0 ||
+				 scx_bpf_dsq_nr_queued(runnext_dsq(i)) > 0))
+			return true;
+	}
+	return false;
+}
+
+/* Trace @cpu going idle, with what it saw, and the work queued elsewhere. */
+static void ev_idle(s32 cpu, struct gmp_cpu *c)
+{
+	struct gmp_event *e;
+	u32 i;
+	s32 elsewhere = 0;
+
+	if (!trace_on)
+		return;
+	bpf_for(i, 0, nr_cpus) {
+		if (i != cpu)
+			elsewhere += lrq_len(i) + (scx_bpf_dsq_nr_queued(runnext_dsq(i)) > 0);
+	}
+	e = ev_new(GMP_EV_IDLE, 0, cpu, -1);
+	if (e) {
+		e->n = elsewhere;
+		e->seen_runnext = c->seen_runnext;
+		e->seen_lrq = c->seen_lrq;
+		e->seen_grq = c->seen_grq;
+		e->schedtick = c->schedtick;
+		e->nmspinning = nmspinning;
+		ev_send(e);
+	}
 }
 
 static bool debug_stalled(const struct task_struct *p)
@@ -572,6 +878,7 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 		tctx->runnext_cpu = -1;
 		yielded = tctx->yielded;
 		tctx->yielded = false;
+		tctx->inherit = false;	/* a runnext pick that did not run */
 	}
 
 	/*
@@ -584,6 +891,7 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 	 * from ever reaching its own queues, and the tasks pinned to it.
 	 */
 	if ((p->flags & PF_KTHREAD) && (enq_flags & SCX_ENQ_WAKEUP)) {
+		ev_put(GMP_PUT_KTHREAD, GMP_WHY_WAKE, cpu, p, 0);
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
 		stat_add(GMP_STAT_KTHREAD, 1);
 		kick_if_other(cpu);
@@ -593,18 +901,20 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 	if (waker >= 0 || (enq_flags & SCX_ENQ_WAKEUP)) {
 		if (waker < 0)
 			waker = bpf_get_smp_processor_id();
-		runqput(p, cpu, waker == cpu && may_run(p, cpu), enq_flags);
+		runqput(p, cpu, waker == cpu && may_run(p, cpu), GMP_WHY_WAKE, enq_flags);
 	} else if (!p->scx.slice) {
 		/* retake -> gopreempt_m, or Gosched: the GRQ tail. */
+		u32 why = yielded ? GMP_WHY_YIELD : GMP_WHY_EXPIRE;
+
 		stat_add(yielded ? GMP_STAT_YIELD : GMP_STAT_SLICE_EXPIRED, 1);
 		if (is_pinned(p))
-			runqput(p, cpu, false, enq_flags);
+			runqput(p, cpu, false, why, enq_flags);
 		else
-			globrunqput(p, enq_flags);
+			globrunqput(p, why, enq_flags);
 	} else if (may_run(p, cpu)) {
-		runqput(p, cpu, false, enq_flags);
+		runqput(p, cpu, false, GMP_WHY_REQUEUE, enq_flags);
 	} else {
-		globrunqput(p, enq_flags);
+		globrunqput(p, GMP_WHY_REQUEUE, enq_flags);
 	}
 	wakep();
 }
@@ -618,18 +928,43 @@ void BPF_STRUCT_OPS(gmp_dispatch, s32 cpu, struct task_struct *prev)
 		return;
 	runnext_flush(cpu);
 	runqputslow_flush(cpu);
-	found = find_runnable(cpu, c);
-	if (stop_spinning(c) && found)
-		wakep(); /* resetspinning: the next P takes over the search */
+	c->young_runnext = 0;
+	found = find_runnable(cpu, c, prev && (prev->scx.flags & SCX_TASK_QUEUED));
+	if (stop_spinning(cpu, c)) {
+		if (found) {
+			wakep(); /* resetspinning: the next P takes over the search */
+		} else if (work_elsewhere(cpu) && start_spinning(cpu, c)) {
+			/* findRunnable: work came in while we spun; look once more. */
+			found = steal_work(cpu);
+			stop_spinning(cpu, c);
+			if (found)
+				wakep();
+		}
+	}
 	if (found)
 		return;
 	/* Nothing queued: a runnable prev keeps the CPU for a fresh slice. */
 	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
+		struct task_ctx *tctx = task_ctx(prev);
+
+		if (tctx)
+			tctx->yielded = false; /* a yield with no one to yield to */
 		prev->scx.slice = slice_ns;
 		c->tick_start = scx_bpf_now();
+		c->retake_at = 0;
+		ev_pick(GMP_PICK_KEEP, cpu, prev->pid, 1, 1, 0, -1);
 		return;
 	}
 	stat_add(GMP_STAT_IDLE, 1);
+	ev_idle(cpu, c);
+	/*
+	 * runqgrab's usleep(3): a victim's runnext was too young to steal. Go
+	 * sleeps and looks again; we ask to be dispatched again once idle.
+	 */
+	if (c->young_runnext) {
+		ev_simple(GMP_EV_KICK, GMP_WHY_RECHECK, cpu, -1, cpu);
+		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	}
 }
 
 void BPF_STRUCT_OPS(gmp_running, struct task_struct *p)
@@ -639,14 +974,24 @@ void BPF_STRUCT_OPS(gmp_running, struct task_struct *p)
 
 	if (!c)
 		return;
-	stop_spinning(c);
+	stop_spinning(bpf_get_smp_processor_id(), c);
+	if (tctx)
+		tctx->yielded = false;
 	if (tctx && tctx->inherit) {
 		tctx->inherit = false; /* runnext: schedtick and slice go on */
+		ev_simple(GMP_EV_RUN, 1, bpf_get_smp_processor_id(), p->pid, -1);
 		return;
 	}
 	c->schedtick++;
 	c->tick_start = scx_bpf_now();
 	c->retake_at = 0;
+	ev_simple(GMP_EV_RUN, 0, bpf_get_smp_processor_id(), p->pid, -1);
+}
+
+/* Trace only: @p stopped being runnable, so it left the queues. */
+void BPF_STRUCT_OPS(gmp_quiescent, struct task_struct *p, u64 deq_flags)
+{
+	ev_simple(GMP_EV_SLEEP, 0, scx_bpf_task_cpu(p), p->pid, -1);
 }
 
 bool BPF_STRUCT_OPS(gmp_yield, struct task_struct *from, struct task_struct *to)
@@ -735,6 +1080,7 @@ SCX_OPS_DEFINE(gmp_ops,
 	       .enqueue = (void *)gmp_enqueue,
 	       .dispatch = (void *)gmp_dispatch,
 	       .running = (void *)gmp_running,
+	       .quiescent = (void *)gmp_quiescent,
 	       .yield = (void *)gmp_yield,
 	       .init_task = (void *)gmp_init_task,
 	       .enable = (void *)gmp_enable,

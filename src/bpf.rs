@@ -1,13 +1,18 @@
 //! The kernel-facing side of the BPF mode: open, configure, load and attach
 //! bpf/main.bpf.c, serve its counters through scx_stats, and detach on exit.
 
+use std::cell::RefCell;
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::mem::MaybeUninit;
+use std::path::Path;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use libbpf_rs::{OpenObject, ProgramInput};
+use libbpf_rs::{OpenObject, ProgramInput, RingBufferBuilder};
 use scx_stats::prelude::*;
 use scx_utils::{scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report};
 use scx_utils::{UserExitInfo, NR_CPU_IDS};
@@ -17,6 +22,61 @@ use scx_gmp::bpf_intf::*;
 use scx_gmp::cli::{AgentOpts, PolicyOpts};
 use scx_gmp::model::{coprimes, Params};
 use scx_gmp::stats::{server_data, Metrics};
+use scx_gmp::trace::{self, Event};
+
+/// The decision trace's file (`--trace`): one line per ring-buffer record.
+struct TraceFile {
+    out: BufWriter<File>,
+    /// Events the ring buffer dropped, over every restart.
+    dropped: u64,
+    error: Option<std::io::Error>,
+}
+
+impl TraceFile {
+    fn create(path: &Path, params: &Params) -> Result<Self> {
+        let file = File::create(path)
+            .with_context(|| format!("cannot create the trace file {}", path.display()))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        writeln!(out, "{}", trace::header(params))?;
+        Ok(Self {
+            out,
+            dropped: 0,
+            error: None,
+        })
+    }
+
+    fn record(&mut self, data: &[u8]) {
+        if self.error.is_some() {
+            return;
+        }
+        if let Some(e) = Event::from_bytes(data) {
+            if let Err(err) = writeln!(self.out, "{e}") {
+                self.error = Some(err);
+            }
+        }
+    }
+
+    fn line(&mut self, line: &str) -> Result<()> {
+        writeln!(self.out, "{line}")?;
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<()> {
+        let end = format!("{} dropped={}", trace::END, self.dropped);
+        self.line(&end)?;
+        self.out.flush()?;
+        if let Some(err) = self.error {
+            return Err(err).context("cannot write the trace file");
+        }
+        if self.dropped > 0 {
+            log::warn!(
+                "the trace dropped {} events (the ring buffer was full): it has holes",
+                self.dropped
+            );
+        }
+        Ok(())
+    }
+}
 
 struct Scheduler<'a> {
     skel: GmpSkel<'a>,
@@ -30,6 +90,7 @@ impl<'a> Scheduler<'a> {
     fn init(
         params: &Params,
         agent: &AgentOpts,
+        tracing: bool,
         open_object: &'a mut MaybeUninit<OpenObject>,
     ) -> Result<Self> {
         let nr_cpus = params.nprocs;
@@ -57,6 +118,7 @@ impl<'a> Scheduler<'a> {
         rodata.lrq_cap = params.lrq_cap as u32;
         rodata.global_every = params.global_every;
         rodata.steal_tries = params.steal_tries;
+        rodata.trace_on = tracing;
         rodata.nr_cpus = nr_cpus as u32;
         let cp = coprimes(nr_cpus as u32);
         rodata.nr_coprimes = cp.len() as u32;
@@ -82,7 +144,7 @@ impl<'a> Scheduler<'a> {
     }
 
     /// Read the counters, and the queue lengths through the snapshot program.
-    fn metrics(&mut self) -> Result<Metrics> {
+    fn metrics(&self) -> Result<Metrics> {
         self.skel
             .progs
             .snapshot
@@ -110,17 +172,48 @@ impl<'a> Scheduler<'a> {
         Ok(m)
     }
 
-    fn run(&mut self, shutdown: &AtomicBool) -> Result<UserExitInfo> {
+    fn run(
+        &mut self,
+        shutdown: &AtomicBool,
+        trace: Option<&Rc<RefCell<TraceFile>>>,
+    ) -> Result<UserExitInfo> {
         let (res_ch, req_ch) = self.stats_server.channels();
+        let rb = match trace {
+            Some(t) => {
+                let t = t.clone();
+                let mut b = RingBufferBuilder::new();
+                b.add(&self.skel.maps.trace_rb, move |data: &[u8]| {
+                    t.borrow_mut().record(data);
+                    0
+                })?;
+                Some(b.build()?)
+            }
+            None => None,
+        };
+        // Tracing: wait on the ring buffer, and answer stats requests between.
+        let wait = match rb {
+            Some(_) => Duration::ZERO,
+            None => Duration::from_millis(250),
+        };
         while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
-            match req_ch.recv_timeout(Duration::from_millis(250)) {
+            if let Some(rb) = &rb {
+                rb.poll(Duration::from_millis(100))?;
+            }
+            match req_ch.recv_timeout(wait) {
                 Ok(()) => res_ch.send(self.metrics()?)?,
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
                 Err(e) => Err(e)?,
             }
         }
-        if let Ok(m) = self.metrics() {
+        let last = self.metrics();
+        if let Ok(m) = &last {
             m.log_final();
+        }
+        if let Some(rb) = rb {
+            rb.consume()?;
+            if let (Some(t), Ok(m)) = (trace, &last) {
+                t.borrow_mut().dropped += m.trace_dropped;
+            }
         }
         self.struct_ops.take();
         uei_report!(&self.skel, uei)
@@ -129,14 +222,36 @@ impl<'a> Scheduler<'a> {
 
 /// Schedule until SIGINT/SIGTERM or until the kernel ejects the scheduler;
 /// restart when the kernel asks for it (CPU hotplug, for one).
-pub fn run(policy: &PolicyOpts, agent: &AgentOpts, shutdown: Arc<AtomicBool>) -> Result<()> {
+pub fn run(
+    policy: &PolicyOpts,
+    agent: &AgentOpts,
+    trace_path: Option<&Path>,
+    shutdown: Arc<AtomicBool>,
+) -> Result<()> {
     let params = policy.params(*NR_CPU_IDS, 1);
+    let trace = match trace_path {
+        Some(path) => Some(Rc::new(RefCell::new(TraceFile::create(path, &params)?))),
+        None => None,
+    };
     let mut open_object = MaybeUninit::uninit();
-    loop {
-        let mut sched = Scheduler::init(&params, agent, &mut open_object)?;
-        if !sched.run(&shutdown)?.should_restart() || shutdown.load(Ordering::Relaxed) {
-            return Ok(());
+    let result = loop {
+        let mut sched = Scheduler::init(&params, agent, trace.is_some(), &mut open_object)?;
+        let exit = sched.run(&shutdown, trace.as_ref());
+        drop(sched);
+        match exit {
+            Ok(uei) if uei.should_restart() && !shutdown.load(Ordering::Relaxed) => {
+                log::info!("the kernel asked for a restart");
+                if let Some(t) = &trace {
+                    t.borrow_mut().line(trace::RESTART)?;
+                }
+            }
+            Ok(_) => break Ok(()),
+            Err(e) => break Err(e),
         }
-        log::info!("the kernel asked for a restart");
+    };
+    if let Some(t) = trace {
+        let t = Rc::try_unwrap(t).map_err(|_| anyhow::anyhow!("the trace file is still in use"))?;
+        t.into_inner().finish()?;
     }
+    result
 }

@@ -165,6 +165,12 @@ pub struct Opts {
     /// Describe every stats field and exit.
     #[arg(long)]
     pub help_stats: bool,
+
+    /// Record every policy decision of the BPF side (each put, pick, idle,
+    /// spin, kick and late move) in FILE, one line each, for `scx_gmp check
+    /// FILE`. Off by default; the README says what it costs.
+    #[arg(long, value_name = "FILE", conflicts_with = "monitor")]
+    pub trace: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -182,4 +188,12 @@ pub enum Cmd {
     /// per-CPU busy share, steals and global-queue takes. The policy options
     /// above apply.
     Sim(SimOpts),
+
+    /// Check a trace that `--trace FILE` recorded against Go's rules: print
+    /// each violation (event, CPU, rule, what was expected) and a summary;
+    /// exit 1 if any rule was broken or the trace dropped events.
+    Check {
+        /// The trace file.
+        file: std::path::PathBuf,
+    },
 }

@@ -16,7 +16,7 @@ use clap::Parser;
 
 use scx_gmp::cli::{Cmd, Mode, Opts, RESTART_EXIT};
 use scx_gmp::load::{check_interval, exit_code, init_log, preflight};
-use scx_gmp::{sim, stats};
+use scx_gmp::{check, sim, stats};
 
 /// scx_gmp's arguments less `--mode`: what scx_gmp-user takes.
 fn user_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
@@ -95,8 +95,10 @@ fn supervise_user_mode() -> Result<()> {
 }
 
 fn run(opts: Opts) -> Result<()> {
-    if let Some(Cmd::Sim(o)) = &opts.cmd {
-        return sim::simulate(&opts.policy, o);
+    match &opts.cmd {
+        Some(Cmd::Sim(o)) => return sim::simulate(&opts.policy, o),
+        Some(Cmd::Check { file }) => return check::run(file),
+        None => {}
     }
     if opts.help_stats {
         return stats::describe();
@@ -105,6 +107,9 @@ fn run(opts: Opts) -> Result<()> {
     let mon = check_interval("monitor", opts.monitor)?;
     init_log(opts.agent.verbose)?;
     if opts.mode == Mode::User && mon.is_none() {
+        if opts.trace.is_some() {
+            bail!("--trace records the BPF side's decisions: it works in --mode bpf only");
+        }
         return supervise_user_mode();
     }
 
@@ -119,7 +124,7 @@ fn run(opts: Opts) -> Result<()> {
     if let Some(intv) = stats {
         stats::spawn_monitor(intv, shutdown.clone());
     }
-    bpf::run(&opts.policy, &opts.agent, shutdown)
+    bpf::run(&opts.policy, &opts.agent, opts.trace.as_deref(), shutdown)
 }
 
 fn main() -> std::process::ExitCode {

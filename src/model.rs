@@ -20,6 +20,38 @@ pub const fn us_to_ns(us: u64) -> u64 {
 /// A task (Go's G): an index into the model's task table.
 pub type G = u32;
 
+// ---- Go's rules as pure functions: the model below and the trace checker
+// (src/check.rs) both use them, so that each exists once on the Rust side.
+
+/// proc.go findRunnable: on every `every`-th schedtick (Go: 61st) a P takes
+/// from the global queue before its own. `every` 0: never.
+pub fn global_tick_due(schedtick: u64, every: u32) -> bool {
+    every != 0 && schedtick.is_multiple_of(every as u64)
+}
+
+/// proc.go globrunqgetbatch: a batch from a global queue of `len` takes
+/// min(len, len/nprocs + 1, cap/2).
+pub fn batch_size(len: usize, nprocs: usize, lrq_cap: usize) -> usize {
+    len.min(len / nprocs.max(1) + 1).min(lrq_cap / 2)
+}
+
+/// proc.go runqgrab: a steal takes ceil(n/2) of a victim's `n` LRQ tasks.
+pub fn steal_count(n: usize) -> usize {
+    n - n / 2
+}
+
+/// proc.go runqputslow: a full LRQ of `n` sends n/2, from its head, to the
+/// global queue with the task that did not fit.
+pub fn overflow_count(n: usize) -> usize {
+    n / 2
+}
+
+/// proc.go runqgrab's usleep(3): a victim's runnext that waited `age_ns`
+/// may be stolen once it is at least the grace old.
+pub fn runnext_ripe(age_ns: i64, grace_ns: u64) -> bool {
+    age_ns >= 0 && age_ns as u64 >= grace_ns
+}
+
 /// Go's constants, each a knob.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Params {
@@ -369,7 +401,7 @@ impl Sched {
     /// `g` to the global queue tail as one batch.
     pub fn runqputslow(&mut self, p: usize, g: G) {
         let pp = &mut self.ps[p];
-        let n = pp.runq.len() / 2;
+        let n = overflow_count(pp.runq.len());
         for _ in 0..n {
             let x = pp.runq.pop_front().expect("half of a full LRQ");
             self.runq.push_back(x);
@@ -414,9 +446,7 @@ impl Sched {
         if len == 0 {
             return None;
         }
-        let n = len
-            .min(len / self.params.nprocs + 1)
-            .min(self.params.lrq_cap / 2);
+        let n = batch_size(len, self.params.nprocs, self.params.lrq_cap);
         let mut first = None;
         let mut got = 0;
         let mut i = 0;
@@ -454,12 +484,14 @@ impl Sched {
             let aff = &self.affinity;
             self.ps[victim]
                 .runq
-                .take_where(n - n / 2, &mut out, |g| aff[g as usize].allows(thief));
+                .take_where(steal_count(n), &mut out, |g| aff[g as usize].allows(thief));
         } else if stealnext {
             let vp = &self.ps[victim];
             if let Some(g) = vp.runnext {
-                if now.saturating_sub(vp.runnext_at) >= self.params.runnext_grace_ns
-                    && self.may_run(g, thief)
+                if runnext_ripe(
+                    now as i64 - vp.runnext_at as i64,
+                    self.params.runnext_grace_ns,
+                ) && self.may_run(g, thief)
                 {
                     self.ps[victim].runnext = None;
                     out.push(g);
@@ -523,8 +555,8 @@ impl Sched {
     /// proc.go findRunnable: the 61st-tick global check, runnext, the LRQ,
     /// a global batch, then stealing by a spinning P.
     pub fn find_runnable(&mut self, p: usize, now: u64) -> Option<(G, bool)> {
-        let every = self.params.global_every as u64;
-        if every != 0 && self.ps[p].schedtick.is_multiple_of(every) && !self.runq.is_empty() {
+        if global_tick_due(self.ps[p].schedtick, self.params.global_every) && !self.runq.is_empty()
+        {
             if let Some(g) = self.globrunqget(p) {
                 self.stats.global_tick += 1;
                 return Some((g, false));

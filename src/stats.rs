@@ -78,6 +78,7 @@ counters! {
     kicks = gmp_stat_GMP_STAT_KICK, "" "kick", "wakep kicks of idle CPUs";
     spins = gmp_stat_GMP_STAT_SPIN, "" "spin", "CPUs that started spinning";
     kthread = gmp_stat_GMP_STAT_KTHREAD, "" "kthread", "Woken kernel threads run on their CPU, outside the Go queues";
+    trace_dropped = gmp_stat_GMP_STAT_TRACE_DROPPED, "" "trace-dropped", "Trace events lost to a full ring buffer (--trace)";
 }
 
 impl Metrics {
@@ -248,7 +249,7 @@ mod tests {
             line.contains("| steal try=0 ok=7 tasks=0 runnext=0 | slice-expired=0"),
             "{line}"
         );
-        assert!(line.ends_with(" kthread=5"), "{line}");
+        assert!(line.ends_with(" kthread=5 trace-dropped=0"), "{line}");
     }
 
     #[test]

@@ -175,7 +175,8 @@ fn harness_reports_a_guest_kernel_panic() {
     );
     assert_eq!(r.code, 124, "stderr: {}", r.stderr);
     assert!(
-        r.stderr.contains("vm/run: error: the guest kernel panicked")
+        r.stderr
+            .contains("vm/run: error: the guest kernel panicked")
             && r.stderr.contains("sysrq triggered crash"),
         "stderr: {}",
         r.stderr
@@ -445,6 +446,43 @@ fn scheduler_survives_scx_ci_stress_ng_run() {
 #[test]
 fn scheduler_applies_each_go_rule() {
     rules(BPF);
+}
+
+/// Every decision the BPF side makes, traced and replayed against Go's
+/// rules: the rule workloads (a 1000-thread fan-out among them) and the
+/// stress-ng survival mix, with zero violations and no event dropped; and a
+/// trace with one decision altered, which the checker must refuse.
+#[test]
+fn scheduler_decisions_follow_go_rules_in_the_trace() {
+    let r = guest(&["--cpus", "4"], "trace.sh", &[&gmp_load()]);
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    for name in ["fanout", "spin", "pingpong", "stress"] {
+        let start = r
+            .stdout
+            .find(&format!("== trace {name}"))
+            .unwrap_or_else(|| panic!("no trace {name} in:\n{}", r.stdout));
+        let rest = &r.stdout[start + 1..];
+        let out = &rest[..rest.find("== trace").unwrap_or(rest.len())];
+        assert_eq!(kv(out, "workload_exit"), Some("0"), "{out}");
+        assert_eq!(kv(out, "gmp_exit"), Some("0"), "{out}");
+        let summary = out
+            .lines()
+            .find(|l| l.starts_with("checked "))
+            .unwrap_or_else(|| panic!("no checker summary in:\n{out}"));
+        assert!(
+            summary.contains(" 0 violations, 0 events dropped"),
+            "{name}: {summary}\n{out}"
+        );
+        assert_eq!(kv(out, "check_exit"), Some("0"), "{out}");
+        let lines: u64 = kv(out, "trace_lines").unwrap().parse().unwrap();
+        assert!(lines > 1000, "{name}: only {lines} trace lines");
+    }
+    assert_eq!(kv(&r.stdout, "altered_exit"), Some("1"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("steal-half: a steal from an LRQ of"),
+        "{}",
+        r.stdout
+    );
 }
 
 #[test]

@@ -1,0 +1,738 @@
+//! `scx_gmp check FILE`: replay a decision trace (src/trace.rs) and check
+//! every decision against Go's rules, with the model's own rule functions
+//! (`global_tick_due`, `batch_size`, `steal_count`, `overflow_count`,
+//! `runnext_ripe`), so that each rule exists once.
+//!
+//! Each event carries what its CPU saw when it decided (the queue lengths on
+//! entry to find_runnable, the length a batch or a steal was computed from),
+//! so each decision is checked against its own view, not against a replayed
+//! state that concurrent CPUs would make approximate. The rules that span
+//! events (nothing lost, spinning, idling beside work) follow tasks and CPUs
+//! through the trace in its order, which is the ring buffer's: the order the
+//! decisions were made in.
+
+// The bindgen names of bpf/intf.h's enums are matched on as they are.
+#![allow(non_upper_case_globals)]
+
+use std::collections::HashMap;
+use std::io::BufRead;
+
+use anyhow::{bail, Context, Result};
+
+use crate::bpf_intf::*;
+use crate::model::{
+    batch_size, global_tick_due, overflow_count, runnext_ripe, steal_count, Params,
+};
+use crate::trace::{self, Event};
+
+/// A task still queued at the end of the trace is lost if a CPU that could
+/// have taken it went idle this long after it was queued.
+pub const LOST_NS: u64 = 1_000_000_000;
+
+/// A CPU idling while work it could steal is queued elsewhere is a violation
+/// past this long (the worst case is always reported).
+pub const IDLE_BESIDE_WORK_NS: u64 = 1_000_000_000;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The event's index in the trace (0: the first event after the header).
+    pub index: usize,
+    pub cpu: i32,
+    pub rule: &'static str,
+    pub detail: String,
+}
+
+#[derive(Debug, Default)]
+pub struct Report {
+    pub events: usize,
+    pub picks: usize,
+    pub violations: Vec<Violation>,
+    pub dropped: u64,
+    /// Restarts of the scheduler seen in the trace (CPU hotplug).
+    pub restarts: usize,
+    /// Tasks queued at the end of the trace (not lost: the trace ended).
+    pub still_queued: usize,
+    /// The longest time a CPU idled while work was queued on another CPU,
+    /// and the event where that began.
+    pub worst_idle_beside_work_ns: u64,
+    pub worst_idle_beside_work_at: usize,
+    /// The longest a task waited from its put to its run.
+    pub worst_wait_ns: u64,
+    /// Where the BPF side differs from Go on purpose (README, "Where Linux
+    /// differs from Go"): counted, not hidden.
+    pub kthread_puts: usize,
+    pub kept_prev: usize,
+    pub late_moves: usize,
+    pub recheck_kicks: usize,
+}
+
+impl Report {
+    pub fn ok(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        for v in &self.violations {
+            writeln!(
+                f,
+                "violation: event {} cpu {}: {}: {}",
+                v.index, v.cpu, v.rule, v.detail
+            )?;
+        }
+        writeln!(
+            f,
+            "checked {} events ({} picks, {} restarts): {} violations, {} events dropped",
+            self.events,
+            self.picks,
+            self.restarts,
+            self.violations.len(),
+            self.dropped
+        )?;
+        writeln!(
+            f,
+            "worst idle beside queued work: {:.3} ms (from event {}); worst wait from put to run: {:.3} ms; still queued at the end: {}",
+            self.worst_idle_beside_work_ns as f64 / 1e6,
+            self.worst_idle_beside_work_at,
+            self.worst_wait_ns as f64 / 1e6,
+            self.still_queued
+        )?;
+        write!(
+            f,
+            "differs from Go on purpose: {} kernel threads run directly, {} runs kept by a task with nothing queued, {} late queue moves, {} re-checks of a young runnext",
+            self.kthread_puts, self.kept_prev, self.late_moves, self.recheck_kicks
+        )
+    }
+}
+
+/// Where a task stands in the replay.
+#[derive(Clone, Copy)]
+struct Queued {
+    ts: u64,
+    index: usize,
+    /// The CPU whose queue holds it; -1: the global queue.
+    cpu: i32,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Cpu {
+    spinning: bool,
+    /// An overflow's half-move is due (runqputslow).
+    overflow_due: bool,
+    /// A runnext task was retaken to the GRQ since this CPU's last pick.
+    retook: bool,
+    /// Idle since (ts, event index) while work was queued elsewhere.
+    idle_beside_work: Option<(u64, usize)>,
+    /// The last time this CPU went idle.
+    last_idle: Option<u64>,
+}
+
+struct Checker {
+    p: Params,
+    report: Report,
+    queued: HashMap<i32, Queued>,
+    cpus: Vec<Cpu>,
+}
+
+impl Checker {
+    fn new(p: Params) -> Self {
+        Self {
+            cpus: vec![Cpu::default(); p.nprocs],
+            p,
+            report: Report::default(),
+            queued: HashMap::new(),
+        }
+    }
+
+    fn violation(&mut self, index: usize, cpu: i32, rule: &'static str, detail: String) {
+        self.report.violations.push(Violation {
+            index,
+            cpu,
+            rule,
+            detail,
+        });
+    }
+
+    fn cpu(&mut self, cpu: i32) -> Option<&mut Cpu> {
+        usize::try_from(cpu).ok().and_then(|c| self.cpus.get_mut(c))
+    }
+
+    /// The scheduler restarted: every queue starts empty.
+    fn restart(&mut self) {
+        self.report.restarts += 1;
+        self.queued.clear();
+        self.cpus = vec![Cpu::default(); self.p.nprocs];
+    }
+
+    fn event(&mut self, i: usize, e: &Event) {
+        self.report.events += 1;
+        if e.cpu >= 0 && e.cpu as usize >= self.p.nprocs {
+            self.violation(
+                i,
+                e.cpu,
+                "cpu",
+                format!("CPU {} of {}", e.cpu, self.p.nprocs),
+            );
+            return;
+        }
+        match e.kind {
+            gmp_ev_GMP_EV_PUT => self.put(i, e),
+            gmp_ev_GMP_EV_PICK => self.pick(i, e),
+            gmp_ev_GMP_EV_RUN => self.ran(e),
+            gmp_ev_GMP_EV_SLEEP => {
+                self.queued.remove(&e.pid);
+            }
+            gmp_ev_GMP_EV_IDLE => self.idle(i, e),
+            gmp_ev_GMP_EV_SPIN => self.spin(i, e),
+            gmp_ev_GMP_EV_KICK => {
+                if e.sub == gmp_why_GMP_WHY_RECHECK {
+                    self.report.recheck_kicks += 1;
+                }
+            }
+            gmp_ev_GMP_EV_MOVE => self.moved(i, e),
+            _ => self.violation(i, e.cpu, "event", format!("unknown kind {}", e.kind)),
+        }
+    }
+
+    /// runqput / globrunqput / runqputslow: where a task went, and the LRQ
+    /// never over its cap. A task woken while the trace has it queued was
+    /// queued twice.
+    fn put(&mut self, i: usize, e: &Event) {
+        let cap = self.p.lrq_cap as i32;
+        match e.sub {
+            gmp_put_GMP_PUT_LRQ if e.n > cap => self.violation(
+                i,
+                e.cpu,
+                "lrq-cap",
+                format!("LRQ length {} after a put, over its cap {cap}", e.n),
+            ),
+            gmp_put_GMP_PUT_OVERFLOW if e.n < cap => self.violation(
+                i,
+                e.cpu,
+                "overflow-only-when-full",
+                format!("runqputslow with an LRQ of {} < cap {cap}", e.n),
+            ),
+            gmp_put_GMP_PUT_KTHREAD => self.report.kthread_puts += 1,
+            _ => {}
+        }
+        if e.sub == gmp_put_GMP_PUT_GRQ && e.why == gmp_why_GMP_WHY_RETAKE {
+            if let Some(c) = self.cpu(e.other) {
+                c.retook = true;
+            }
+        }
+        if e.why == gmp_why_GMP_WHY_WAKE && self.queued.contains_key(&e.pid) {
+            let q = self.queued[&e.pid];
+            self.violation(
+                i,
+                e.cpu,
+                "nothing-duplicated",
+                format!(
+                    "task {} woken while still queued since event {}",
+                    e.pid, q.index
+                ),
+            );
+        }
+        let cpu = match e.sub {
+            gmp_put_GMP_PUT_GRQ | gmp_put_GMP_PUT_OVERFLOW => -1,
+            _ => e.cpu,
+        };
+        self.queued.insert(
+            e.pid,
+            Queued {
+                ts: e.ts,
+                index: i,
+                cpu,
+            },
+        );
+    }
+
+    fn ran(&mut self, e: &Event) {
+        if let Some(q) = self.queued.remove(&e.pid) {
+            let wait = e.ts.saturating_sub(q.ts);
+            self.report.worst_wait_ns = self.report.worst_wait_ns.max(wait);
+        }
+        self.end_idle(e.cpu, e.ts);
+    }
+
+    fn end_idle(&mut self, cpu: i32, ts: u64) {
+        let Some(c) = self.cpu(cpu) else { return };
+        if let Some((since, at)) = c.idle_beside_work.take() {
+            let d = ts.saturating_sub(since);
+            if d > self.report.worst_idle_beside_work_ns {
+                self.report.worst_idle_beside_work_ns = d;
+                self.report.worst_idle_beside_work_at = at;
+            }
+        }
+    }
+
+    /// findRunnable's order, each source's size rule, and the 61st tick.
+    fn pick(&mut self, i: usize, e: &Event) {
+        self.report.picks += 1;
+        self.end_idle(e.cpu, e.ts);
+        let retook = self.cpu(e.cpu).map(|c| std::mem::take(&mut c.retook)) == Some(true);
+        let p = self.p.clone();
+        let tick_due = global_tick_due(e.schedtick as u64, p.global_every);
+        let from = e.sub;
+        if from == gmp_pick_GMP_PICK_TICK && !tick_due {
+            self.violation(
+                i,
+                e.cpu,
+                "global-tick",
+                format!(
+                    "a tick take at schedtick {}, not a multiple of {}",
+                    e.schedtick, p.global_every
+                ),
+            );
+        }
+        // tick_grq: the GRQ as the tick check saw it (< 0: none may run here).
+        if from != gmp_pick_GMP_PICK_TICK && tick_due && e.tick_grq > 0 {
+            self.violation(
+                i,
+                e.cpu,
+                "global-tick",
+                format!(
+                    "schedtick {} with {} tasks on the GRQ: the GRQ goes first, but the pick came from {}",
+                    e.schedtick,
+                    e.tick_grq,
+                    e.name()
+                ),
+            );
+        }
+        let runnext_seen = e.seen_runnext > 0 && !retook;
+        let order = |what: &str| {
+            format!(
+                "{what} (saw runnext {}, LRQ {}, GRQ {})",
+                e.seen_runnext, e.seen_lrq, e.seen_grq
+            )
+        };
+        match from {
+            gmp_pick_GMP_PICK_LRQ if runnext_seen => self.violation(
+                i,
+                e.cpu,
+                "runnext-first",
+                order("an LRQ pick with a runnext"),
+            ),
+            gmp_pick_GMP_PICK_BATCH => {
+                if runnext_seen || e.seen_lrq > 0 {
+                    self.violation(
+                        i,
+                        e.cpu,
+                        "local-first",
+                        order("a GRQ batch with local work"),
+                    );
+                }
+                let want = batch_size(e.len.max(0) as usize, p.nprocs, p.lrq_cap) as i32;
+                if e.want != want || e.n < 1 || e.n > e.want {
+                    self.violation(
+                        i,
+                        e.cpu,
+                        "batch-size",
+                        format!(
+                            "a batch from a GRQ of {} took {} of {}; Go takes min(len, len/{} + 1, {}) = {want}",
+                            e.len, e.n, e.want, p.nprocs, p.lrq_cap / 2
+                        ),
+                    );
+                }
+            }
+            gmp_pick_GMP_PICK_STEAL => {
+                // seen_grq < 0: the batch found a GRQ none of which may run here.
+                if runnext_seen || e.seen_lrq > 0 || e.seen_grq > 0 {
+                    self.violation(
+                        i,
+                        e.cpu,
+                        "steal-last",
+                        order("a steal with work of its own or on the GRQ"),
+                    );
+                }
+                let want = steal_count(e.len.max(0) as usize) as i32;
+                if e.want != want || e.n < 1 || e.n > e.want {
+                    self.violation(
+                        i,
+                        e.cpu,
+                        "steal-half",
+                        format!(
+                            "a steal from an LRQ of {} took {} of {}; Go takes ceil({}/2) = {want}",
+                            e.len, e.n, e.want, e.len
+                        ),
+                    );
+                }
+            }
+            gmp_pick_GMP_PICK_STEAL_RUNNEXT => {
+                if runnext_seen || e.seen_lrq > 0 || e.seen_grq > 0 {
+                    self.violation(
+                        i,
+                        e.cpu,
+                        "steal-last",
+                        order("a steal with work of its own or on the GRQ"),
+                    );
+                }
+                if e.round + 1 != p.steal_tries {
+                    self.violation(
+                        i,
+                        e.cpu,
+                        "runnext-last-round",
+                        format!(
+                            "took CPU {}'s runnext in round {} of {}; Go only in the last",
+                            e.other,
+                            e.round + 1,
+                            p.steal_tries
+                        ),
+                    );
+                }
+                if !runnext_ripe(e.age, p.runnext_grace_ns) {
+                    self.violation(
+                        i,
+                        e.cpu,
+                        "runnext-grace",
+                        format!(
+                            "took CPU {}'s runnext after {} ns; the grace is {} ns",
+                            e.other, e.age, p.runnext_grace_ns
+                        ),
+                    );
+                }
+            }
+            gmp_pick_GMP_PICK_KEEP => self.report.kept_prev += 1,
+            _ => {}
+        }
+    }
+
+    /// Going idle: remember when, and whether work was queued elsewhere.
+    fn idle(&mut self, i: usize, e: &Event) {
+        if let Some(c) = self.cpu(e.cpu) {
+            c.last_idle = Some(e.ts);
+            if e.n > 0 && c.idle_beside_work.is_none() {
+                c.idle_beside_work = Some((e.ts, i));
+            }
+        }
+    }
+
+    /// The spinning flag and nmspinning change together.
+    fn spin(&mut self, i: usize, e: &Event) {
+        let start = e.sub == 1;
+        let nprocs = self.p.nprocs;
+        let Some(c) = self.cpu(e.cpu) else { return };
+        let was = std::mem::replace(&mut c.spinning, start);
+        if was == start {
+            let what = if start {
+                "started spinning while spinning: nmspinning counts it twice"
+            } else {
+                "stopped spinning while not spinning"
+            };
+            self.violation(i, e.cpu, "nmspinning", what.to_string());
+        }
+        if e.nmspinning as usize > nprocs {
+            self.violation(
+                i,
+                e.cpu,
+                "nmspinning",
+                format!("nmspinning {} with {nprocs} CPUs", e.nmspinning),
+            );
+        }
+    }
+
+    /// runqputslow's late half-move, and the runnext kick's.
+    fn moved(&mut self, i: usize, e: &Event) {
+        match e.sub {
+            gmp_move_GMP_MOVE_PENDING => {
+                if let Some(c) = self.cpu(e.cpu) {
+                    c.overflow_due = true;
+                }
+            }
+            gmp_move_GMP_MOVE_OVERFLOW => {
+                self.report.late_moves += 1;
+                let due = self
+                    .cpu(e.cpu)
+                    .map(|c| std::mem::take(&mut c.overflow_due))
+                    .unwrap_or(false);
+                if !due {
+                    self.violation(
+                        i,
+                        e.cpu,
+                        "overflow-once",
+                        "a half-move with no overflow due: one overflow moved twice".into(),
+                    );
+                }
+                let want = overflow_count(e.len.max(0) as usize) as i32;
+                if e.want != want || e.n != e.want {
+                    self.violation(
+                        i,
+                        e.cpu,
+                        "overflow-half",
+                        format!(
+                            "an overflow moved {} of an LRQ of {}; Go moves {}/2 = {want}",
+                            e.n, e.len, e.len
+                        ),
+                    );
+                }
+                // Those tasks now wait on the GRQ.
+                for q in self.queued.values_mut() {
+                    if q.cpu == e.cpu {
+                        q.cpu = -1;
+                    }
+                }
+            }
+            _ => self.report.late_moves += 1,
+        }
+    }
+
+    /// Tasks still queued: lost if a CPU that could take them idled well
+    /// after they were queued.
+    fn finish(&mut self, last_ts: u64) {
+        self.report.still_queued = self.queued.len();
+        let mut lost: Vec<(i32, Queued)> = self
+            .queued
+            .iter()
+            .map(|(&pid, &q)| (pid, q))
+            .filter(|(_, q)| {
+                let idled_after = |c: &Cpu| c.last_idle.is_some_and(|t| t > q.ts + LOST_NS);
+                match usize::try_from(q.cpu) {
+                    Ok(c) => self.cpus.get(c).is_some_and(idled_after),
+                    Err(_) => self.cpus.iter().any(idled_after),
+                }
+            })
+            .collect();
+        lost.sort_by_key(|(_, q)| q.index);
+        for (pid, q) in lost {
+            self.violation(
+                q.index,
+                q.cpu,
+                "nothing-lost",
+                format!(
+                    "task {pid} queued {:.1} s before the trace ended and never ran, while its CPUs idled",
+                    last_ts.saturating_sub(q.ts) as f64 / 1e9
+                ),
+            );
+        }
+        for c in 0..self.cpus.len() {
+            self.end_idle(c as i32, last_ts);
+        }
+        if self.report.worst_idle_beside_work_ns > IDLE_BESIDE_WORK_NS {
+            let at = self.report.worst_idle_beside_work_at;
+            self.violation(
+                at,
+                -1,
+                "idle-beside-work",
+                format!(
+                    "a CPU idled {:.1} ms while work it could steal was queued elsewhere",
+                    self.report.worst_idle_beside_work_ns as f64 / 1e6
+                ),
+            );
+        }
+    }
+}
+
+/// Check a whole trace.
+pub fn check(input: impl BufRead) -> Result<Report> {
+    let mut lines = input.lines();
+    let first = lines.next().context("an empty trace")??;
+    let p = trace::parse_header(&first)?;
+    if p.nprocs == 0 {
+        bail!("a trace of 0 CPUs");
+    }
+    let mut checker = Checker::new(p);
+    let (mut index, mut last_ts, mut ended) = (0usize, 0u64, false);
+    for (n, line) in lines.enumerate() {
+        let line = line?;
+        if line == trace::RESTART {
+            checker.restart();
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix(trace::END) {
+            let dropped = rest.trim().strip_prefix("dropped=").unwrap_or("0");
+            checker.report.dropped = dropped.parse().context("bad '# end dropped=N' line")?;
+            ended = true;
+            continue;
+        }
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let e = Event::parse(&line).with_context(|| format!("line {}", n + 2))?;
+        last_ts = last_ts.max(e.ts);
+        checker.event(index, &e);
+        index += 1;
+    }
+    if !ended {
+        bail!("the trace has no '{}' line: it was cut short", trace::END);
+    }
+    checker.finish(last_ts);
+    Ok(checker.report)
+}
+
+/// `scx_gmp check FILE`: print the report; an error when a rule was broken
+/// or events were dropped (a trace with holes proves nothing).
+pub fn run(path: &std::path::Path) -> Result<()> {
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let report = check(std::io::BufReader::new(file))
+        .with_context(|| format!("{} is not a readable scx_gmp trace", path.display()))?;
+    println!("{report}");
+    if !report.ok() {
+        bail!("{} violations of Go's rules", report.violations.len());
+    }
+    if report.dropped > 0 {
+        bail!(
+            "{} events were dropped: the ring buffer was full, so the trace has holes",
+            report.dropped
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trace_of(lines: &[&str]) -> String {
+        let mut t = trace::header(&Params::go(2));
+        t.push('\n');
+        for l in lines {
+            t.push_str(l);
+            t.push('\n');
+        }
+        t.push_str("# end dropped=0\n");
+        t
+    }
+
+    fn rules(lines: &[&str]) -> Vec<&'static str> {
+        let r = check(trace_of(lines).as_bytes()).unwrap();
+        r.violations.iter().map(|v| v.rule).collect()
+    }
+
+    #[test]
+    fn a_clean_hand_off_passes() {
+        let v = rules(&[
+            "10 put.runnext why=wake cpu=0 pid=5 n=0",
+            "20 pick.runnext cpu=0 pid=5 n=1 want=1 tick=1",
+            "30 run.1 cpu=0 pid=5",
+        ]);
+        assert!(v.is_empty(), "{v:?}");
+    }
+
+    #[test]
+    fn the_61st_tick_must_take_from_the_grq() {
+        assert_eq!(
+            rules(&["20 pick.lrq cpu=0 pid=-1 n=1 want=1 tick=61 grq=3 tgrq=3"]),
+            ["global-tick"]
+        );
+        assert_eq!(
+            rules(&["20 pick.tick cpu=0 n=1 want=1 tick=60 grq=3"]),
+            ["global-tick"]
+        );
+        assert!(rules(&["20 pick.tick cpu=0 n=1 want=1 tick=122 grq=3"]).is_empty());
+    }
+
+    #[test]
+    fn batch_and_steal_sizes_are_go_s() {
+        // GRQ of 10 on 2 CPUs: min(10, 6, 128) = 6.
+        assert!(rules(&["1 pick.batch cpu=0 n=6 want=6 len=10 tick=1"]).is_empty());
+        assert_eq!(
+            rules(&["1 pick.batch cpu=0 n=5 want=5 len=10 tick=1"]),
+            ["batch-size"]
+        );
+        // A steal from 7 takes 4.
+        assert!(rules(&["1 pick.steal cpu=0 other=1 n=4 want=4 len=7 tick=1"]).is_empty());
+        assert_eq!(
+            rules(&["1 pick.steal cpu=0 other=1 n=3 want=3 len=7 tick=1"]),
+            ["steal-half"]
+        );
+    }
+
+    #[test]
+    fn runnext_is_stolen_last_and_only_after_the_grace() {
+        let ok = "1 pick.steal-runnext cpu=0 other=1 n=1 want=1 tick=1 round=3 age=3000";
+        assert!(rules(&[ok]).is_empty());
+        assert_eq!(
+            rules(&["1 pick.steal-runnext cpu=0 other=1 n=1 want=1 tick=1 round=2 age=3000"]),
+            ["runnext-last-round"]
+        );
+        assert_eq!(
+            rules(&["1 pick.steal-runnext cpu=0 other=1 n=1 want=1 tick=1 round=3 age=-20"]),
+            ["runnext-grace"]
+        );
+    }
+
+    #[test]
+    fn findrunnable_order_is_checked() {
+        assert_eq!(
+            rules(&["1 pick.lrq cpu=0 tick=1 rn=1 lrq=2"]),
+            ["runnext-first"]
+        );
+        // A runnext retaken to the GRQ just before is no longer there.
+        assert!(rules(&[
+            "1 put.grq why=retake cpu=-1 pid=4 other=0 n=1",
+            "2 pick.lrq cpu=0 tick=1 rn=1 lrq=2",
+        ])
+        .is_empty());
+        assert_eq!(
+            rules(&["1 pick.steal cpu=0 other=1 n=1 want=1 len=1 tick=1 grq=2"]),
+            ["steal-last"]
+        );
+    }
+
+    #[test]
+    fn overflow_moves_half_once() {
+        let pending = "1 move.pending cpu=0 other=0";
+        assert!(rules(&[pending, "2 move.overflow cpu=0 n=128 want=128 len=256"]).is_empty());
+        assert_eq!(
+            rules(&[pending, "2 move.overflow cpu=0 n=64 want=64 len=256"]),
+            ["overflow-half"]
+        );
+        assert_eq!(
+            rules(&[
+                pending,
+                "2 move.overflow cpu=0 n=128 want=128 len=256",
+                "3 move.overflow cpu=0 n=64 want=64 len=128",
+            ]),
+            ["overflow-once"]
+        );
+        assert_eq!(
+            rules(&["1 put.lrq why=wake cpu=0 pid=3 n=257"]),
+            ["lrq-cap"]
+        );
+    }
+
+    #[test]
+    fn a_double_spin_is_a_leaked_nmspinning() {
+        assert!(rules(&["1 spin.1 cpu=1 nms=1", "2 spin.0 cpu=1 nms=0"]).is_empty());
+        assert_eq!(
+            rules(&["1 spin.1 cpu=1 nms=1", "2 spin.1 cpu=1 nms=2"]),
+            ["nmspinning"]
+        );
+    }
+
+    #[test]
+    fn a_task_that_never_runs_while_cpus_idle_is_lost() {
+        let v = rules(&[
+            "1000 put.lrq why=wake cpu=1 pid=9 n=1",
+            "3000000000 idle.0 cpu=1",
+        ]);
+        assert_eq!(v, ["nothing-lost"]);
+        // Another CPU idling says nothing about a task on CPU 1's queue...
+        assert!(rules(&[
+            "1000 put.lrq why=wake cpu=1 pid=9 n=1",
+            "3000000000 idle.0 cpu=0"
+        ])
+        .is_empty());
+        // ...and a task that ran is not lost.
+        assert!(rules(&[
+            "1000 put.lrq why=wake cpu=1 pid=9 n=1",
+            "2000 run.0 cpu=1 pid=9",
+            "3000000000 idle.0 cpu=1",
+        ])
+        .is_empty());
+        assert_eq!(
+            rules(&[
+                "1 put.lrq why=wake cpu=1 pid=9 n=1",
+                "2 put.lrq why=wake cpu=1 pid=9 n=2"
+            ]),
+            ["nothing-duplicated"]
+        );
+    }
+
+    #[test]
+    fn a_trace_without_its_end_is_refused() {
+        let t = trace::header(&Params::go(2)) + "\n1 run.0 cpu=0 pid=1\n";
+        assert!(check(t.as_bytes()).is_err());
+    }
+}

@@ -1,0 +1,293 @@
+//! The decision trace (`scx_gmp --trace FILE`): one line of text per policy
+//! decision the BPF side made, as `bpf/intf.h`'s `struct gmp_event` records
+//! it, with a header that names the policy's parameters. `scx_gmp check FILE`
+//! (src/check.rs) replays it against Go's rules.
+//!
+//! ```text
+//! # scx_gmp trace 1 nprocs=2 lrq_cap=256 global_every=61 steal_tries=4 runnext_grace_ns=3000 slice_ns=10000000
+//! 1833610020 put.runnext why=wake cpu=1 pid=412 other=-1 n=0 ...
+//! 1833612200 pick.runnext why=- cpu=1 pid=412 other=-1 n=1 want=1 ...
+//! # end dropped=0
+//! ```
+
+// The bindgen names of bpf/intf.h's enums are matched on as they are.
+#![allow(non_upper_case_globals)]
+
+use std::fmt;
+
+use anyhow::{anyhow, bail, Context, Result};
+
+use crate::bpf_intf::*;
+use crate::model::Params;
+
+/// The first word of a trace file's header; the version follows.
+pub const HEADER: &str = "# scx_gmp trace";
+/// The format version this code writes and reads.
+pub const VERSION: u32 = 1;
+/// A line the agent writes when the kernel restarted the scheduler (CPU
+/// hotplug): the queues start empty again.
+pub const RESTART: &str = "# restart";
+/// The last line: `# end dropped=N`, the events the ring buffer lost.
+pub const END: &str = "# end";
+
+/// The names of `enum gmp_ev`, `gmp_put`, `gmp_pick`, `gmp_move` and
+/// `gmp_why`, in enum order.
+const KINDS: [&str; gmp_ev_GMP_NR_EV as usize] = [
+    "put", "pick", "run", "sleep", "idle", "spin", "kick", "move",
+];
+const PUTS: [&str; gmp_put_GMP_NR_PUT as usize] = ["runnext", "lrq", "grq", "overflow", "kthread"];
+const PICKS: [&str; gmp_pick_GMP_NR_PICK as usize] = [
+    "tick",
+    "runnext",
+    "lrq",
+    "batch",
+    "steal",
+    "steal-runnext",
+    "keep",
+];
+const MOVES: [&str; gmp_move_GMP_NR_MOVE as usize] = ["kicked", "overflow", "pending"];
+const WHYS: [&str; gmp_why_GMP_NR_WHY as usize] = [
+    "wake", "expire", "yield", "requeue", "retake", "wakep", "owner", "affinity", "recheck",
+];
+
+/// One decision, as `struct gmp_event` in `bpf/intf.h` describes each field.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Event {
+    pub ts: u64,
+    pub kind: u32,
+    pub sub: u32,
+    pub why: u32,
+    pub round: u32,
+    pub cpu: i32,
+    pub pid: i32,
+    pub other: i32,
+    pub n: i32,
+    pub want: i32,
+    pub len: i32,
+    pub seen_runnext: i32,
+    pub seen_lrq: i32,
+    pub seen_grq: i32,
+    pub tick_grq: i32,
+    pub schedtick: u32,
+    pub nmspinning: u32,
+    pub age: i64,
+}
+
+impl Event {
+    /// Decode one ring-buffer record.
+    pub fn from_bytes(data: &[u8]) -> Option<Self> {
+        if data.len() < std::mem::size_of::<gmp_event>() {
+            return None;
+        }
+        // SAFETY: gmp_event is plain old data, and the length is checked.
+        let e: gmp_event = unsafe { std::ptr::read_unaligned(data.as_ptr() as *const gmp_event) };
+        Some(Self {
+            ts: e.ts,
+            kind: e.kind as u32,
+            sub: e.sub as u32,
+            why: e.why as u32,
+            round: e.round as u32,
+            cpu: e.cpu,
+            pid: e.pid,
+            other: e.other,
+            n: e.n,
+            want: e.want,
+            len: e.len,
+            seen_runnext: e.seen_runnext,
+            seen_lrq: e.seen_lrq,
+            seen_grq: e.seen_grq,
+            tick_grq: e.tick_grq,
+            schedtick: e.schedtick,
+            nmspinning: e.nmspinning,
+            age: e.age,
+        })
+    }
+
+    fn sub_names(&self) -> &'static [&'static str] {
+        match self.kind {
+            gmp_ev_GMP_EV_PUT => &PUTS,
+            gmp_ev_GMP_EV_PICK => &PICKS,
+            gmp_ev_GMP_EV_MOVE => &MOVES,
+            gmp_ev_GMP_EV_KICK => &WHYS,
+            _ => &[],
+        }
+    }
+
+    /// The event's name: `put.runnext`, `pick.steal`, `spin.1`...
+    pub fn name(&self) -> String {
+        let kind = KINDS.get(self.kind as usize).copied().unwrap_or("?");
+        match self.sub_names().get(self.sub as usize) {
+            Some(sub) => format!("{kind}.{sub}"),
+            None => format!("{kind}.{}", self.sub),
+        }
+    }
+
+    /// Parse one line that `Display` wrote.
+    pub fn parse(line: &str) -> Result<Self> {
+        let mut words = line.split_whitespace();
+        let ts = words.next().ok_or_else(|| anyhow!("empty line"))?;
+        let name = words.next().ok_or_else(|| anyhow!("no event name"))?;
+        let mut e = Event {
+            ts: ts.parse().context("bad timestamp")?,
+            ..Default::default()
+        };
+        let (kind, sub) = name
+            .split_once('.')
+            .ok_or_else(|| anyhow!("bad event name {name:?}"))?;
+        e.kind = position(&KINDS, kind).ok_or_else(|| anyhow!("unknown event {kind:?}"))?;
+        e.sub = match position(e.sub_names(), sub) {
+            Some(i) => i,
+            None => sub
+                .parse()
+                .with_context(|| format!("unknown {kind} {sub:?}"))?,
+        };
+        for word in words {
+            let (k, v) = word
+                .split_once('=')
+                .ok_or_else(|| anyhow!("bad field {word:?}"))?;
+            let num = || -> Result<i64> { v.parse().with_context(|| format!("bad {k}={v}")) };
+            match k {
+                "why" => e.why = position(&WHYS, v).unwrap_or(0),
+                "round" => e.round = num()? as u32,
+                "cpu" => e.cpu = num()? as i32,
+                "pid" => e.pid = num()? as i32,
+                "other" => e.other = num()? as i32,
+                "n" => e.n = num()? as i32,
+                "want" => e.want = num()? as i32,
+                "len" => e.len = num()? as i32,
+                "rn" => e.seen_runnext = num()? as i32,
+                "lrq" => e.seen_lrq = num()? as i32,
+                "grq" => e.seen_grq = num()? as i32,
+                "tgrq" => e.tick_grq = num()? as i32,
+                "tick" => e.schedtick = num()? as u32,
+                "nms" => e.nmspinning = num()? as u32,
+                "age" => e.age = num()?,
+                _ => bail!("unknown field {k:?}"),
+            }
+        }
+        Ok(e)
+    }
+}
+
+fn position(names: &[&str], name: &str) -> Option<u32> {
+    names.iter().position(|&n| n == name).map(|i| i as u32)
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let why = match self.kind {
+            gmp_ev_GMP_EV_PUT => WHYS.get(self.why as usize).copied().unwrap_or("?"),
+            _ => "-",
+        };
+        write!(
+            f,
+            "{} {} why={why} cpu={} pid={} other={} n={} want={} len={} rn={} lrq={} grq={} tgrq={} tick={} nms={} round={} age={}",
+            self.ts,
+            self.name(),
+            self.cpu,
+            self.pid,
+            self.other,
+            self.n,
+            self.want,
+            self.len,
+            self.seen_runnext,
+            self.seen_lrq,
+            self.seen_grq,
+            self.tick_grq,
+            self.schedtick,
+            self.nmspinning,
+            self.round,
+            self.age
+        )
+    }
+}
+
+/// The header line: the parameters a checker needs.
+pub fn header(p: &Params) -> String {
+    format!(
+        "{HEADER} {VERSION} nprocs={} lrq_cap={} global_every={} steal_tries={} runnext_grace_ns={} slice_ns={} min_slice_ns={}",
+        p.nprocs, p.lrq_cap, p.global_every, p.steal_tries, p.runnext_grace_ns, p.slice_ns, p.min_slice_ns
+    )
+}
+
+/// Read the parameters back from a header line.
+pub fn parse_header(line: &str) -> Result<Params> {
+    let rest = line
+        .strip_prefix(HEADER)
+        .ok_or_else(|| anyhow!("not a scx_gmp trace (no {HEADER:?} header)"))?;
+    let mut words = rest.split_whitespace();
+    let version: u32 = words
+        .next()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| anyhow!("no trace version in the header"))?;
+    if version != VERSION {
+        bail!("trace version {version}; this scx_gmp reads version {VERSION}");
+    }
+    let mut p = Params::go(1);
+    for word in words {
+        let (k, v) = word
+            .split_once('=')
+            .ok_or_else(|| anyhow!("bad header field {word:?}"))?;
+        let v: u64 = v.parse().with_context(|| format!("bad header {k}={v}"))?;
+        match k {
+            "nprocs" => p.nprocs = v as usize,
+            "lrq_cap" => p.lrq_cap = v as usize,
+            "global_every" => p.global_every = v as u32,
+            "steal_tries" => p.steal_tries = v as u32,
+            "runnext_grace_ns" => p.runnext_grace_ns = v,
+            "slice_ns" => p.slice_ns = v,
+            "min_slice_ns" => p.min_slice_ns = v,
+            _ => bail!("unknown header field {k:?}"),
+        }
+    }
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_survives_its_text_line() {
+        let e = Event {
+            ts: 12,
+            kind: gmp_ev_GMP_EV_PICK,
+            sub: gmp_pick_GMP_PICK_STEAL_RUNNEXT,
+            round: 3,
+            cpu: 1,
+            pid: 77,
+            other: 2,
+            n: 1,
+            want: 1,
+            seen_grq: 4,
+            schedtick: 61,
+            age: -5,
+            ..Default::default()
+        };
+        let line = e.to_string();
+        assert!(line.starts_with("12 pick.steal-runnext "), "{line}");
+        assert_eq!(Event::parse(&line).unwrap(), e);
+    }
+
+    #[test]
+    fn every_kind_has_a_name_for_each_sub() {
+        for kind in 0..gmp_ev_GMP_NR_EV {
+            let e = Event {
+                kind,
+                ..Default::default()
+            };
+            assert!(!e.name().starts_with('?'));
+        }
+        assert_eq!(WHYS.len(), gmp_why_GMP_NR_WHY as usize);
+    }
+
+    #[test]
+    fn the_header_names_the_parameters() {
+        let mut p = Params::go(3);
+        p.runnext_grace_ns = 7000;
+        let back = parse_header(&header(&p)).unwrap();
+        assert_eq!((back.nprocs, back.runnext_grace_ns), (3, 7000));
+        assert!(parse_header("# scx_gmp trace 9 nprocs=1").is_err());
+        assert!(parse_header("hello").is_err());
+    }
+}

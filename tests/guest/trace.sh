@@ -1,0 +1,34 @@
+# trace.sh SCX_GMP GMP_LOAD: run each workload under `scx_gmp --trace` and
+# check its trace with `scx_gmp check`; then check a copy of one trace with a
+# single decision altered, which the checker must refuse.
+SCX_GMP=$1 GMP_LOAD=$2
+. "$(dirname "$0")/lib.sh"
+n=$(nproc)
+traced() {
+	local name=$1
+	shift
+	echo "== trace $name"
+	start_gmp "/tmp/$name.log" --trace "/tmp/$name.trace" || exit 1
+	"$@" >"/tmp/$name.out" 2>&1
+	echo "workload_exit=$?"
+	stop_gmp "/tmp/$name.log"
+	"$SCX_GMP" check "/tmp/$name.trace" >"/tmp/$name.check" 2>&1
+	echo "check_exit=$?"
+	grep -m 20 '^violation' "/tmp/$name.check"
+	grep -E '^(checked|worst|differs|scx_gmp: error)' "/tmp/$name.check"
+	echo "trace_lines=$(wc -l <"/tmp/$name.trace")"
+}
+traced fanout "$GMP_LOAD" fanout --threads 1000 --busy-ms 20 --gate
+traced spin "$GMP_LOAD" spin --threads $((n * 2)) --secs 3
+traced pingpong "$GMP_LOAD" pingpong --rounds 5000
+traced stress stress-ng -t 20 --aggressive -M -c "$n" -f "$n" --affinity 1 \
+	--affinity-delay 1 --affinity-pin
+
+# One decision altered: the first steal claims to have wanted one task more.
+awk '!done && $2 == "pick.steal" {
+	for (i = 3; i <= NF; i++) if ($i ~ /^want=/) { split($i, a, "="); $i = "want=" (a[2] + 1) }
+	done = 1
+} { print }' /tmp/fanout.trace >/tmp/altered.trace
+"$SCX_GMP" check /tmp/altered.trace >/tmp/altered.check 2>&1
+echo "altered_exit=$?"
+grep -m 1 '^violation' /tmp/altered.check
