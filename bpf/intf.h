@@ -185,4 +185,5 @@ struct gmp_event {
 	unsigned int schedtick;	/* picks and runs: the CPU's schedtick */
 	unsigned int nmspinning; /* spins and idles: nmspinning after */
 	long long age;		/* runnext steals: how long it waited (ns) */
+	int allowed;		/* puts: the CPUs the task may run on (1: pinned) */
 };

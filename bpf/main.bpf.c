@@ -264,6 +264,7 @@ static __always_inline void ev_put(u32 where, u32 why, s32 cpu, struct task_stru
 	if (e) {
 		e->why = why;
 		e->n = n;
+		e->allowed = p->nr_cpus_allowed;
 		ev_send(e);
 	}
 }
@@ -344,6 +345,7 @@ static void runqput(struct task_struct *p, s32 cpu, bool next, u32 why, u64 enq_
 				}
 				e->why = why;
 				e->n = lrq_len(cpu) + kicked;
+				e->allowed = p->nr_cpus_allowed;
 				ev_send(e);
 			}
 		}
@@ -537,6 +539,7 @@ static bool runqget(s32 cpu, struct gmp_cpu *c)
 					e->why = GMP_WHY_RETAKE;
 					e->n = len;
 					e->other = cpu;
+					e->allowed = p->nr_cpus_allowed;
 					ev_send(e);
 				}
 				stat_add(GMP_STAT_SLICE_EXPIRED, 1);
@@ -701,12 +704,13 @@ __hidden bool runqsteal(s32 cpu, s32 victim, bool stealnext, u32 round)
 }
 
 /*
- * steal_work: proc.go stealWork - steal_tries rounds over the non-idle CPUs
- * in a random coprime-stride order; runnext only in the last round.
+ * steal_work: proc.go stealWork - steal_tries rounds over the other CPUs in a
+ * random coprime-stride order; runnext only in the last round. Go skips idle
+ * Ps, whose queues are empty by construction; a CPU here may idle with work
+ * queued on it (its kick is on the way), so the test is its queues.
  */
 __hidden bool steal_work(s32 cpu)
 {
-	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
 	bool found = false;
 	u32 round, k;
 
@@ -724,7 +728,8 @@ __hidden bool steal_work(s32 cpu)
 			s32 victim = pos;
 
 			pos = (pos + inc) % nr_cpus;
-			if (victim == cpu || bpf_cpumask_test_cpu(victim, idle))
+			if (victim == cpu || (scx_bpf_dsq_nr_queued(lrq_dsq(victim)) <= 0 &&
+					      scx_bpf_dsq_nr_queued(runnext_dsq(victim)) <= 0))
 				continue;
 			if (runqsteal(cpu, victim, last, round)) {
 				found = true;
@@ -734,7 +739,6 @@ __hidden bool steal_work(s32 cpu)
 		if (found)
 			break;
 	}
-	scx_bpf_put_idle_cpumask(idle);
 	return found;
 }
 

@@ -113,6 +113,8 @@ struct Queued {
     index: usize,
     /// The CPU whose queue holds it; -1: the global queue.
     cpu: i32,
+    /// Another CPU may take it (it is not pinned to one CPU).
+    stealable: bool,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -132,6 +134,9 @@ struct Checker {
     p: Params,
     report: Report,
     queued: HashMap<i32, Queued>,
+    /// Tasks that another CPU may take, queued on each CPU's queues and on
+    /// the GRQ (the last slot).
+    count: Vec<usize>,
     cpus: Vec<Cpu>,
 }
 
@@ -139,6 +144,7 @@ impl Checker {
     fn new(p: Params) -> Self {
         Self {
             cpus: vec![Cpu::default(); p.nprocs],
+            count: vec![0; p.nprocs + 1],
             p,
             report: Report::default(),
             queued: HashMap::new(),
@@ -162,6 +168,7 @@ impl Checker {
     fn restart(&mut self) {
         self.report.restarts += 1;
         self.queued.clear();
+        self.count = vec![0; self.p.nprocs + 1];
         self.cpus = vec![Cpu::default(); self.p.nprocs];
     }
 
@@ -181,7 +188,7 @@ impl Checker {
             gmp_ev_GMP_EV_PICK => self.pick(i, e),
             gmp_ev_GMP_EV_RUN => self.ran(e),
             gmp_ev_GMP_EV_SLEEP => {
-                self.queued.remove(&e.pid);
+                self.dequeue(e.pid, e.ts);
             }
             gmp_ev_GMP_EV_IDLE => self.idle(i, e),
             gmp_ev_GMP_EV_SPIN => self.spin(i, e),
@@ -237,18 +244,48 @@ impl Checker {
             gmp_put_GMP_PUT_GRQ | gmp_put_GMP_PUT_OVERFLOW => -1,
             _ => e.cpu,
         };
+        self.dequeue(e.pid, e.ts);
+        let stealable = e.allowed != 1;
+        if stealable {
+            self.slot_add(cpu, 1);
+        }
         self.queued.insert(
             e.pid,
             Queued {
                 ts: e.ts,
                 index: i,
                 cpu,
+                stealable,
             },
         );
     }
 
+    /// The count slot of a queue: a CPU's, or the GRQ's (-1).
+    fn slot_add(&mut self, cpu: i32, add: isize) {
+        let slot = usize::try_from(cpu).unwrap_or(self.p.nprocs);
+        if let Some(n) = self.count.get_mut(slot) {
+            *n = n.saturating_add_signed(add);
+        }
+    }
+
+    /// `pid` left the queues (it ran, slept, or was queued again). An idle
+    /// CPU that has no more work elsewhere stops idling beside it.
+    fn dequeue(&mut self, pid: i32, ts: u64) -> Option<Queued> {
+        let q = self.queued.remove(&pid)?;
+        if q.stealable {
+            self.slot_add(q.cpu, -1);
+        }
+        let total: usize = self.count.iter().sum();
+        for c in 0..self.cpus.len() {
+            if self.cpus[c].idle_beside_work.is_some() && total == self.count[c] {
+                self.end_idle(c as i32, ts);
+            }
+        }
+        Some(q)
+    }
+
     fn ran(&mut self, e: &Event) {
-        if let Some(q) = self.queued.remove(&e.pid) {
+        if let Some(q) = self.dequeue(e.pid, e.ts) {
             let wait = e.ts.saturating_sub(q.ts);
             self.report.worst_wait_ns = self.report.worst_wait_ns.max(wait);
         }
@@ -398,10 +435,18 @@ impl Checker {
     }
 
     /// Going idle: remember when, and whether work was queued elsewhere.
+    /// The BPF side counts all the work queued elsewhere; the replay knows
+    /// which of it another CPU may take.
     fn idle(&mut self, i: usize, e: &Event) {
+        let total: usize = self.count.iter().sum();
+        let own = usize::try_from(e.cpu)
+            .ok()
+            .and_then(|c| self.count.get(c))
+            .copied();
+        let elsewhere = total - own.unwrap_or(0);
         if let Some(c) = self.cpu(e.cpu) {
             c.last_idle = Some(e.ts);
-            if e.n > 0 && c.idle_beside_work.is_none() {
+            if e.n > 0 && elsewhere > 0 && c.idle_beside_work.is_none() {
                 c.idle_beside_work = Some((e.ts, i));
             }
         }
@@ -465,12 +510,26 @@ impl Checker {
                         ),
                     );
                 }
-                // Those tasks now wait on the GRQ.
-                for q in self.queued.values_mut() {
-                    if q.cpu == e.cpu {
-                        q.cpu = -1;
+                // Those tasks now wait on the GRQ (which ones the trace
+                // does not say: the oldest half, in Go).
+                let mut left = e.n.max(0) as usize;
+                let mut from_cpu: Vec<_> = self
+                    .queued
+                    .iter_mut()
+                    .filter(|(_, q)| q.cpu == e.cpu && q.stealable)
+                    .map(|(_, q)| q)
+                    .collect();
+                from_cpu.sort_by_key(|q| q.index);
+                for q in from_cpu {
+                    if left == 0 {
+                        break;
                     }
+                    q.cpu = -1;
+                    left -= 1;
                 }
+                let moved = e.n.max(0) as isize - left as isize;
+                self.slot_add(e.cpu, -moved);
+                self.slot_add(-1, moved);
             }
             _ => self.report.late_moves += 1,
         }
@@ -728,6 +787,39 @@ mod tests {
             ]),
             ["nothing-duplicated"]
         );
+    }
+
+    #[test]
+    fn idling_beside_work_lasts_until_the_work_is_taken() {
+        let r = check(
+            trace_of(&[
+                "1000 put.runnext why=wake cpu=0 pid=7 n=0",
+                "2000 idle.0 cpu=1 n=1",
+                "5000 run.1 cpu=0 pid=7",
+                "900000000 run.0 cpu=1 pid=8",
+            ])
+            .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(r.worst_idle_beside_work_ns, 3000);
+        // A task pinned to CPU 0 is not work for CPU 1.
+        let r = check(
+            trace_of(&[
+                "1000 put.lrq why=wake cpu=0 pid=7 n=1 allowed=1",
+                "2000 idle.0 cpu=1 n=1",
+                "900000000 run.0 cpu=1 pid=8",
+            ])
+            .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(r.worst_idle_beside_work_ns, 0);
+        // Work that nobody takes keeps it going, up to a violation.
+        let v = rules(&[
+            "1000 put.lrq why=wake cpu=0 pid=7 n=1",
+            "2000 idle.0 cpu=1 n=1",
+            "2000002000 run.0 cpu=1 pid=8",
+        ]);
+        assert_eq!(v, ["idle-beside-work"]);
     }
 
     #[test]

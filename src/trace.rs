@@ -71,6 +71,7 @@ pub struct Event {
     pub schedtick: u32,
     pub nmspinning: u32,
     pub age: i64,
+    pub allowed: i32,
 }
 
 impl Event {
@@ -100,6 +101,7 @@ impl Event {
             schedtick: e.schedtick,
             nmspinning: e.nmspinning,
             age: e.age,
+            allowed: e.allowed,
         })
     }
 
@@ -162,6 +164,7 @@ impl Event {
                 "tick" => e.schedtick = num()? as u32,
                 "nms" => e.nmspinning = num()? as u32,
                 "age" => e.age = num()?,
+                "allowed" => e.allowed = num()? as i32,
                 _ => bail!("unknown field {k:?}"),
             }
         }
@@ -181,7 +184,7 @@ impl fmt::Display for Event {
         };
         write!(
             f,
-            "{} {} why={why} cpu={} pid={} other={} n={} want={} len={} rn={} lrq={} grq={} tgrq={} tick={} nms={} round={} age={}",
+            "{} {} why={why} cpu={} pid={} other={} n={} want={} len={} rn={} lrq={} grq={} tgrq={} tick={} nms={} round={} age={} allowed={}",
             self.ts,
             self.name(),
             self.cpu,
@@ -197,7 +200,8 @@ impl fmt::Display for Event {
             self.schedtick,
             self.nmspinning,
             self.round,
-            self.age
+            self.age,
+            self.allowed
         )
     }
 }
