@@ -633,7 +633,7 @@ __hidden bool globrunqgetbatch(s32 cpu)
 
 /*
  * runqsteal: proc.go runqsteal/runqgrab - take ceil(n/2) of @victim's LRQ,
- * run one and queue the rest on @cpu. With an empty LRQ and @stealnext, take
+ * run one and queue the rest on @cpu. With nothing from the LRQ and @stealnext, take
  * the victim's runnext if it has waited runnext_grace_ns.
  */
 __hidden bool runqsteal(s32 cpu, s32 victim, bool stealnext, u32 round)
@@ -651,12 +651,13 @@ __hidden bool runqsteal(s32 cpu, s32 victim, bool stealnext, u32 round)
 	n = scx_bpf_dsq_nr_queued(lrq_dsq(victim));
 	if (n > 0) {
 		got = take_batch(cpu, lrq_dsq(victim), n - n / 2);
-		if (!got)
-			return false;
-		ev_pick(GMP_PICK_STEAL, cpu, -1, got, n - n / 2, n, victim);
-		stat_add(GMP_STAT_STEAL_OK, 1);
-		stat_add(GMP_STAT_STOLEN_TASKS, got);
-		return true;
+		if (got) {
+			ev_pick(GMP_PICK_STEAL, cpu, -1, got, n - n / 2, n, victim);
+			stat_add(GMP_STAT_STEAL_OK, 1);
+			stat_add(GMP_STAT_STOLEN_TASKS, got);
+			return true;
+		}
+		/* None of it may run here: Go (no affinity) would see runnext. */
 	}
 	if (!stealnext || scx_bpf_dsq_nr_queued(runnext_dsq(victim)) <= 0)
 		return false;

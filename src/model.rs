@@ -485,7 +485,10 @@ impl Sched {
             self.ps[victim]
                 .runq
                 .take_where(steal_count(n), &mut out, |g| aff[g as usize].allows(thief));
-        } else if stealnext {
+        }
+        // Go looks at runnext only when the LRQ is empty; here also when
+        // none of the LRQ may run on the thief (Go has no affinity).
+        if out.is_empty() && stealnext {
             let vp = &self.ps[victim];
             if let Some(g) = vp.runnext {
                 if runnext_ripe(

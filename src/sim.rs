@@ -12,7 +12,7 @@ use std::collections::BinaryHeap;
 use anyhow::{bail, Result};
 
 use crate::cli::PolicyOpts;
-use crate::model::{Affinity, Params, Sched, G};
+use crate::model::{runnext_ripe, Affinity, Params, Sched, G};
 use crate::stats::Metrics;
 
 /// What a task does (each is a small program).
@@ -458,7 +458,7 @@ impl Sim {
                     self.kick(w);
                 }
                 let Some(run) = run else {
-                    if can_spin && self.stealable_for(p) {
+                    if self.work_for(p, can_spin) {
                         self.report.conservation_violations += 1;
                     }
                     return;
@@ -491,12 +491,26 @@ impl Sim {
     }
 
     /// Whether another busy P's LRQ holds a task `p` may run.
-    fn stealable_for(&self, p: usize) -> bool {
-        self.sched
-            .ps
-            .iter()
-            .enumerate()
-            .any(|(q, qp)| q != p && !qp.idle && qp.runq.iter().any(|g| self.sched.may_run(g, p)))
+    /// Is there work `p` should have found before idling? Any global queue
+    /// task it may run (the batch takes it, spinning or not); and, for a P
+    /// allowed to spin, any task it may run in another running P's LRQ, or in
+    /// its runnext once that has waited the grace (runqgrab's last round).
+    fn work_for(&self, p: usize, can_spin: bool) -> bool {
+        let s = &self.sched;
+        if s.runq.iter().any(|&g| s.may_run(g, p)) {
+            return true;
+        }
+        can_spin
+            && s.ps.iter().enumerate().any(|(q, qp)| {
+                let ripe = runnext_ripe(
+                    self.now as i64 - qp.runnext_at as i64,
+                    s.params.runnext_grace_ns,
+                );
+                q != p
+                    && !qp.idle
+                    && (qp.runq.iter().any(|g| s.may_run(g, p))
+                        || qp.runnext.is_some_and(|g| ripe && s.may_run(g, p)))
+            })
     }
 
     /// Post the event that ends the current burst or slice on `p`.

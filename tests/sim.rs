@@ -2,7 +2,7 @@
 //! property tests of the policy's guarantees.
 
 use proptest::prelude::*;
-use scx_gmp::model::{Affinity, Params};
+use scx_gmp::model::{Affinity, Params, Sched, G};
 use scx_gmp::sim::{Config, Report, Sim, Work};
 use scx_gmp::stats::field;
 
@@ -127,6 +127,41 @@ fn seed_every_61st_tick_serves_the_global_queue_despite_local_work() {
     );
     assert!(r.metrics.global_tick > 0, "{}", r.summary());
     assert!(r.metrics.yields == 5);
+}
+
+/// proc.go findRunnable: with local work always queued, exactly every 61st
+/// schedtick takes the global queue's head first.
+#[test]
+fn exactly_every_61st_schedtick_takes_from_the_global_queue() {
+    let mut s = Sched::new(Params::go(1));
+    s.pidleremove(0);
+    let local: Vec<G> = (0..250).map(|_| s.new_g(Affinity::All)).collect();
+    for &g in &local {
+        s.runqput(0, g, false, 0);
+    }
+    let global: Vec<G> = (0..5).map(|_| s.new_g(Affinity::All)).collect();
+    for &g in &global {
+        s.globrunqput(g);
+    }
+    let mut took = Vec::new();
+    for i in 0..200 {
+        let (run, _) = s.schedule(0, 0);
+        let g = run.expect("work is queued").g;
+        if global.contains(&g) {
+            took.push((i, g));
+        }
+    }
+    // Schedticks 0, 61, 122 and 183 (call i starts schedtick i), in GRQ order.
+    assert_eq!(
+        took,
+        [
+            (0, global[0]),
+            (61, global[1]),
+            (122, global[2]),
+            (183, global[3])
+        ]
+    );
+    assert_eq!(s.stats.global_tick, 4);
 }
 
 /// Seed 004 / proc.go: a runnext ping-pong pair shares one slice, so it
