@@ -110,6 +110,12 @@ impl<'a> Scheduler<'a> {
             None::<libbpf_rs::libbpf_sys::bpf_object_open_opts>
         )?;
         skel.struct_ops.gmp_ops_mut().exit_dump_len = agent.exit_dump_len;
+        if !tracing {
+            // ops.quiescent only traces: without --trace the kernel need not
+            // call it on every sleep.
+            skel.struct_ops.gmp_ops_mut().quiescent = std::ptr::null_mut();
+            skel.progs.gmp_quiescent.set_autoload(false);
+        }
 
         let rodata = skel.maps.rodata_data.as_mut().unwrap();
         rodata.slice_ns = params.slice_ns;
