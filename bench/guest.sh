@@ -85,6 +85,8 @@ run() {
 	stress-cpu | stress-sock)
 		emit "$w" bogo_ops_per_s "$(awk '/metrc:/ && $5 ~ /^[0-9]/ && $4 != "stressor" {print $9; exit}' /tmp/out.txt)" ;;
 	hackbench-*) emit "$w" time_s "$(awk '/^Time:/ {print $2}' /tmp/out.txt)" ;;
+	perf-pipe) emit "$w" usecs_per_op "$(awk '/usecs\/op/ {print $1}' /tmp/out.txt)" ;;
+	perf-messaging) emit "$w" time_s "$(awk '/Total time/ {print $3}' /tmp/out.txt)" ;;
 	fanout | forkjoin) emit "$w" makespan_ms "$(tr ' ' '\n' </tmp/out.txt | sed -n 's/^makespan_ms=//p')" ;;
 	pingpong | pingpong-idle)
 		emit "$w" rtt_p50_us "$(tr ' ' '\n' </tmp/out.txt | sed -n 's/^rtt_p50_us=//p')"
@@ -104,6 +106,8 @@ for round in $(seq "$reps"); do
 		run stress-cpu stress-ng --cpu "$n" -t "$t" --metrics-brief
 		[ "$quick" = 1 ] || run stress-sock stress-ng --sock "$n" -t "$t" --metrics-brief
 		run hackbench-pipe hackbench -p -g 4 -l "$hb"
+		run perf-pipe perf bench sched pipe -l "$((rounds * 4))"
+		[ "$quick" = 1 ] || run perf-messaging perf bench sched messaging -g 4 -l 50
 		[ "$quick" = 1 ] || run hackbench-sock hackbench -g 4 -l "$hb"
 		run fanout "$bin/examples/gmp-load" fanout --threads "$fan" --busy-ms 5 --gate
 		[ "$quick" = 1 ] || run forkjoin "$bin/examples/gmp-load" forkjoin --depth "$depth" --leaf-us 2000

@@ -25,6 +25,8 @@ HEADLINE = {
     "stress-sock": "bogo_ops_per_s",
     "hackbench-pipe": "time_s",
     "hackbench-sock": "time_s",
+    "perf-pipe": "usecs_per_op",
+    "perf-messaging": "time_s",
     "fanout": "makespan_ms",
     "forkjoin": "makespan_ms",
     "pingpong": "rtt_p50_us",
