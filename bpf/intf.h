@@ -155,6 +155,7 @@ enum gmp_pick {
 	GMP_PICK_STEAL,		/* runqsteal: n of want from other's LRQ */
 	GMP_PICK_STEAL_RUNNEXT,	/* runqsteal: other's runnext, in round `round` */
 	GMP_PICK_KEEP,		/* nothing queued: the running task goes on */
+	GMP_PICK_HANDOFF,	/* a sync wakeup run next on the waker's CPU directly */
 	GMP_NR_PICK,
 };
 

@@ -30,6 +30,8 @@ const volatile u64 runnext_grace_ns = (u64)GMP_RUNNEXT_GRACE_US_DFL * GMP_NSEC_P
 const volatile u32 lrq_cap = GMP_LRQ_CAP_DFL;
 const volatile u32 global_every = GMP_GLOBAL_EVERY_DFL;
 const volatile u32 steal_tries = GMP_STEAL_TRIES_DFL;
+/* A sync wakeup is handed off as Go's ready() is, not directly (--go-handoff). */
+const volatile bool go_handoff;
 const volatile u32 nr_cpus = 1;				/* gomaxprocs */
 const volatile u32 nr_coprimes = 1;			/* randomOrder.coprimes */
 const volatile u32 coprimes[GMP_MAX_CPUS];
@@ -61,6 +63,7 @@ s32 snap_idle;		/* idle CPUs, filled by snapshot() */
 
 struct task_ctx {
 	s32 runnext_cpu;	/* select_cpu() chose this waker CPU's runnext */
+	bool sync;		/* ... in a sync wakeup: the waker is about to sleep */
 	bool yielded;		/* the slice ended in sched_yield() */
 	bool inherit;		/* dispatched from runnext: keeps the slice */
 };
@@ -863,10 +866,47 @@ s32 BPF_STRUCT_OPS(gmp_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 	/* newproc/ready: the waker's (creator's) runnext, if @p may run there. */
 	if (may_run(p, cpu)) {
 		tctx->runnext_cpu = cpu;
+		tctx->sync = wake_flags & SCX_WAKE_SYNC;
 		return cpu;
 	}
 	tctx->runnext_cpu = -1;
 	return prev_cpu;
+}
+
+/*
+ * A sync wakeup into the waker's runnext: the waker is about to sleep, and
+ * the task runs next here. Go's runnext and wakep() would make this CPU
+ * dispatch it from runnext, and wake an idle CPU to spin, which on Linux
+ * only costs an IPI or steals the task away from the CPU whose caches hold
+ * its data. So it goes straight to the CPU's local DSQ with what is left of
+ * the slice (README: "Where Linux differs from Go"; --go-handoff keeps Go's
+ * way). Not when runnext or the local DSQ holds a task, or sysmon has
+ * retaken the slice: then runqput(). Owner only (the waker's CPU).
+ */
+static bool handoff(struct task_struct *p, s32 cpu, u64 enq_flags)
+{
+	struct gmp_cpu *c = cpu_ctx(cpu);
+	struct task_ctx *tctx = task_ctx(p);
+	u64 left;
+
+	/* Only into an empty local DSQ: nothing there can be stolen. */
+	if (!c || !tctx || cpu != bpf_get_smp_processor_id() ||
+	    scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) > 0 ||
+	    scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) > 0)
+		return false;
+	left = inherit_slice(c, scx_bpf_now());
+	if (!left)
+		return false;
+	ev_put(GMP_PUT_RUNNEXT, GMP_WHY_WAKE, cpu, p, lrq_len(cpu));
+	tctx->inherit = true;
+	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, left, enq_flags);
+	stat_add(GMP_STAT_RUNNEXT_PUT, 1);
+	stat_add(GMP_STAT_RUNNEXT_HIT, 1);
+	/* Not a findRunnable: it saw no queue, and made no 61st-tick check. */
+	c->seen_runnext = 1;
+	c->seen_lrq = c->seen_grq = c->seen_tick_grq = 0;
+	ev_pick(GMP_PICK_HANDOFF, cpu, p->pid, 1, 1, 0, -1);
+	return true;
 }
 
 void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
@@ -874,13 +914,15 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 	struct task_ctx *tctx = task_ctx(p);
 	s32 cpu = scx_bpf_task_cpu(p);
 	s32 waker = -1;
-	bool yielded = false;
+	bool yielded = false, sync = false;
 
 	if (debug_stalled(p))
 		return;
 	if (tctx) {
 		waker = tctx->runnext_cpu;
 		tctx->runnext_cpu = -1;
+		sync = tctx->sync;
+		tctx->sync = false;
 		yielded = tctx->yielded;
 		tctx->yielded = false;
 		tctx->inherit = false;	/* a runnext pick that did not run */
@@ -904,9 +946,14 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 	}
 
 	if (waker >= 0 || (enq_flags & SCX_ENQ_WAKEUP)) {
+		bool next;
+
 		if (waker < 0)
 			waker = bpf_get_smp_processor_id();
-		runqput(p, cpu, waker == cpu && may_run(p, cpu), GMP_WHY_WAKE, enq_flags);
+		next = waker == cpu && may_run(p, cpu);
+		if (next && sync && !go_handoff && handoff(p, cpu, enq_flags))
+			return;
+		runqput(p, cpu, next, GMP_WHY_WAKE, enq_flags);
 	} else if (!p->scx.slice) {
 		/* retake -> gopreempt_m, or Gosched: the GRQ tail. */
 		u32 why = yielded ? GMP_WHY_YIELD : GMP_WHY_EXPIRE;

@@ -90,6 +90,7 @@ impl<'a> Scheduler<'a> {
     fn init(
         params: &Params,
         agent: &AgentOpts,
+        go_handoff: bool,
         tracing: bool,
         open_object: &'a mut MaybeUninit<OpenObject>,
     ) -> Result<Self> {
@@ -125,6 +126,7 @@ impl<'a> Scheduler<'a> {
         rodata.global_every = params.global_every;
         rodata.steal_tries = params.steal_tries;
         rodata.trace_on = tracing;
+        rodata.go_handoff = go_handoff;
         rodata.nr_cpus = nr_cpus as u32;
         let cp = coprimes(nr_cpus as u32);
         rodata.nr_coprimes = cp.len() as u32;
@@ -137,8 +139,9 @@ impl<'a> Scheduler<'a> {
         let struct_ops = Some(scx_ops_attach!(skel, gmp_ops)?);
         let stats_server = StatsServer::new(server_data()).launch()?;
         log::info!(
-            "scx_gmp {} scheduling {nr_cpus} CPUs: {params}",
-            scx_gmp::cli::version()
+            "scx_gmp {} scheduling {nr_cpus} CPUs: {params}{}",
+            scx_gmp::cli::version(),
+            if go_handoff { ", Go's hand-off" } else { "" }
         );
         Ok(Self {
             skel,
@@ -241,7 +244,13 @@ pub fn run(
     };
     let mut open_object = MaybeUninit::uninit();
     let result = loop {
-        let mut sched = Scheduler::init(&params, agent, trace.is_some(), &mut open_object)?;
+        let mut sched = Scheduler::init(
+            &params,
+            agent,
+            policy.go_handoff,
+            trace.is_some(),
+            &mut open_object,
+        )?;
         let exit = sched.run(&shutdown, trace.as_ref());
         drop(sched);
         match exit {

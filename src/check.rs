@@ -62,6 +62,7 @@ pub struct Report {
     /// differs from Go"): counted, not hidden.
     pub kthread_puts: usize,
     pub kept_prev: usize,
+    pub handoffs: usize,
     pub late_moves: usize,
     pub recheck_kicks: usize,
 }
@@ -100,8 +101,8 @@ impl std::fmt::Display for Report {
         )?;
         write!(
             f,
-            "differs from Go on purpose: {} kernel threads run directly, {} runs kept by a task with nothing queued, {} late queue moves, {} re-checks of a young runnext",
-            self.kthread_puts, self.kept_prev, self.late_moves, self.recheck_kicks
+            "differs from Go on purpose: {} kernel threads run directly, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves, {} re-checks of a young runnext",
+            self.kthread_puts, self.kept_prev, self.handoffs, self.late_moves, self.recheck_kicks
         )
     }
 }
@@ -430,6 +431,7 @@ impl Checker {
                 }
             }
             gmp_pick_GMP_PICK_KEEP => self.report.kept_prev += 1,
+            gmp_pick_GMP_PICK_HANDOFF => self.report.handoffs += 1,
             _ => {}
         }
     }

@@ -61,6 +61,15 @@ pub struct PolicyOpts {
     /// the global queue (Go's sysmon retakes a spent slice within 20 us).
     #[arg(long, global = true, default_value_t = gmp_defaults_GMP_MIN_SLICE_US_DFL as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub min_slice_us: u64,
+
+    /// Hand off a sync wakeup as Go's ready() does: into the waker's runnext,
+    /// stealable after the grace, with wakep() waking an idle CPU to spin. By
+    /// default a sync wakeup (the waker is about to sleep: a pipe or futex
+    /// hand-off) goes straight to the waker CPU's local queue with what is
+    /// left of the slice, and wakes no other CPU: on Linux that kick costs
+    /// an IPI, or steals the task away from the CPU whose caches hold it.
+    #[arg(long, global = true)]
+    pub go_handoff: bool,
 }
 
 impl PolicyOpts {

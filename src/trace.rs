@@ -44,6 +44,7 @@ const PICKS: [&str; gmp_pick_GMP_NR_PICK as usize] = [
     "steal",
     "steal-runnext",
     "keep",
+    "handoff",
 ];
 const MOVES: [&str; gmp_move_GMP_NR_MOVE as usize] = ["kicked", "overflow", "pending"];
 const WHYS: [&str; gmp_why_GMP_NR_WHY as usize] = [
