@@ -169,6 +169,13 @@ struct Agent<'a> {
     prune_at: usize,
     /// Kernel threads run in place.
     kthread: u64,
+    /// The CPU this pass runs on (see `step_off`).
+    here: usize,
+    /// A task was handed to `here` in this pass, or waits there from an
+    /// earlier one: the agent must step off that CPU for it to run.
+    waits_here: bool,
+    /// Times the agent stepped off its CPU.
+    step_offs: u64,
     epoch: Instant,
     per_cpu: Vec<u64>,
 }
@@ -219,6 +226,9 @@ impl<'a> Agent<'a> {
             prune_at: 0,
             stall_comm: agent.stall_comm(),
             kthread: 0,
+            here: 0,
+            waits_here: false,
+            step_offs: 0,
             epoch: Instant::now(),
             per_cpu: vec![0; nr_cpus],
         })
@@ -267,6 +277,7 @@ impl<'a> Agent<'a> {
             self.kthread += 1;
             let mut d = DispatchedTask::new(&task);
             d.slice_ns = self.slice_ns;
+            self.waits_here |= d.cpu as usize == self.here;
             self.send(d);
             return;
         }
@@ -366,6 +377,29 @@ impl<'a> Agent<'a> {
                 self.inflight[c].push_back((run.g, now));
                 self.per_cpu[c] += 1;
             }
+        }
+    }
+
+    /// While tasks wait in the model, rustland runs this agent ahead of the
+    /// queue of the CPU it is on, and its yield brings it straight back to
+    /// that CPU: a task handed to that CPU would wait as long as the backlog
+    /// lasts (an RCU stall: the RCU kthread waited there 21 s). So when one
+    /// waits there, the agent moves off that CPU (its affinity becomes every
+    /// other CPU; the kernel migrates it, and rustland kicks the CPU it lands
+    /// on). Sleeping instead would not do: rustland does not kick a woken
+    /// agent, so it could wait for a CPU that happens to look for work.
+    fn step_off(&mut self) {
+        let waits = self.waits_here || self.inflight.get(self.here).is_some_and(|q| !q.is_empty());
+        if !waits || self.nr_cpus < 2 {
+            return;
+        }
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for c in (0..self.nr_cpus).filter(|&c| c != self.here) {
+            unsafe { libc::CPU_SET(c, &mut set) };
+        }
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        if unsafe { libc::sched_setaffinity(0, size, &set) } == 0 {
+            self.step_offs += 1;
         }
     }
 
@@ -481,6 +515,8 @@ impl<'a> Agent<'a> {
                 }
             }
             let now = self.now();
+            self.here = usize::try_from(unsafe { libc::sched_getcpu() }).unwrap_or(0);
+            self.waits_here = false;
             self.flush_unsent();
             while let Ok(Some(task)) = self.bpf.dequeue_task() {
                 self.enqueue(task, now);
@@ -491,6 +527,10 @@ impl<'a> Agent<'a> {
             // exited, which nothing else would tell (an exit never comes
             // back as an enqueue).
             let queued = self.sched.nr_queued() + self.unsent.len();
+            *self.bpf.nr_scheduled_mut() = queued as u64;
+            if queued > 0 {
+                self.step_off();
+            }
             self.bpf.notify_complete(queued as u64);
             if req_ch.try_recv().is_ok() {
                 res_ch.send(self.metrics())?;
@@ -506,8 +546,9 @@ impl<'a> Agent<'a> {
             *self.bpf.nr_sched_congested_mut(),
         ];
         log::info!(
-            "dispatches deferred on a full ring: {}; rustland user/kernel/bounce/cancel/fail/congested {:?}",
+            "dispatches deferred on a full ring: {}; steps off its own CPU: {}; rustland user/kernel/bounce/cancel/fail/congested {:?}",
             self.deferred,
+            self.step_offs,
             c
         );
         log::debug!("dispatches per CPU {:?}", self.per_cpu);
