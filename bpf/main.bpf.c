@@ -488,6 +488,16 @@ static u64 inherit_slice(struct gmp_cpu *c, u64 now)
 	return c->retake_at > now ? c->retake_at - now : 0;
 }
 
+/* What @c saw when it decided, and its schedtick, into pick record @e. */
+static __always_inline void ev_seen(struct gmp_event *e, struct gmp_cpu *c)
+{
+	e->seen_runnext = c->seen_runnext;
+	e->seen_lrq = c->seen_lrq;
+	e->seen_grq = c->seen_grq;
+	e->tick_grq = c->seen_tick_grq;
+	e->schedtick = c->schedtick;
+}
+
 /*
  * Trace a pick by @cpu from @from: @pid (-1: the kernel's move_to_local chose),
  * @n of @want tasks, computed from @len tasks on @other (a victim CPU).
@@ -506,11 +516,7 @@ static __always_inline void ev_pick(u32 from, s32 cpu, s32 pid, s32 n, s32 want,
 		e->want = want;
 		e->len = len;
 		e->other = other;
-		e->seen_runnext = c->seen_runnext;
-		e->seen_lrq = c->seen_lrq;
-		e->seen_grq = c->seen_grq;
-		e->tick_grq = c->seen_tick_grq;
-		e->schedtick = c->schedtick;
+		ev_seen(e, c);
 		ev_send(e);
 	}
 }
@@ -690,13 +696,8 @@ __hidden bool runqsteal(s32 cpu, s32 victim, bool stealnext, u32 round)
 			e->other = victim;
 			e->round = round;
 			e->age = age;
-			if (c) {
-				e->seen_runnext = c->seen_runnext;
-				e->seen_lrq = c->seen_lrq;
-				e->seen_grq = c->seen_grq;
-				e->tick_grq = c->seen_tick_grq;
-				e->schedtick = c->schedtick;
-			}
+			if (c)
+				ev_seen(e, c);
 			ev_send(e);
 		}
 		stat_add(GMP_STAT_STEAL_OK, 1);

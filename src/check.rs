@@ -671,6 +671,25 @@ mod tests {
     }
 
     #[test]
+    fn a_sync_hand_off_is_counted_as_a_difference_from_go() {
+        let r = check(
+            trace_of(&[
+                "10 put.runnext why=wake cpu=0 pid=5 n=0",
+                "20 pick.handoff cpu=0 pid=5 n=1 want=1 tick=61 rn=1",
+                "30 run.1 cpu=0 pid=5",
+            ])
+            .as_bytes(),
+        )
+        .unwrap();
+        assert!(r.ok(), "{r}");
+        assert_eq!(r.handoffs, 1);
+        assert!(
+            r.to_string().contains("1 sync hand-offs run directly"),
+            "{r}"
+        );
+    }
+
+    #[test]
     fn the_61st_tick_must_take_from_the_grq() {
         assert_eq!(
             rules(&["20 pick.lrq cpu=0 pid=-1 n=1 want=1 tick=61 grq=3 tgrq=3"]),
