@@ -273,7 +273,15 @@ fn rules(mode: &str) {
     let fan = phase("fanout");
     assert_eq!(kv(&fan, "gmp_exit"), Some("0"), "{fan}");
     let m = stats(&fan);
-    assert!(m.overflow > 0, "{fan}");
+    // In BPF mode every woken thread goes to the waker's runnext, so one
+    // LRQ takes all 1000 and overflows. User mode does not know the waker
+    // (README, "Where Linux differs from Go"): each goes to the CPU it last
+    // ran on, so the 1000 spread over the CPUs and need not overflow one.
+    if mode == BPF {
+        assert!(m.overflow > 0, "{fan}");
+    } else {
+        assert!(m.global_put > 0, "{fan}");
+    }
     assert!(m.steal_ok > 0, "{fan}");
     assert!(m.stolen_tasks > 0, "{fan}");
     let share = shares(&fan);

@@ -55,17 +55,26 @@ struct Opts {
 /// tasks this agent could not receive (see `Agent::dispatch`).
 const SHARED_AFTER_CONGESTION_NS: u64 = 100_000_000;
 
-/// Task ids the agent checks for exited threads on each pass (see
+/// Task ids the agent checks for exited threads in one batch (see
 /// `Agent::prune`).
 const PRUNE_BATCH: usize = 8;
+
+/// While tasks wait in the model, one prune batch at most this often (ns):
+/// each id costs a /proc read, which under load took 60% of the agent's time
+/// when it ran on every pass.
+const PRUNE_EVERY_NS: u64 = 20_000_000;
 
 /// PF_KTHREAD in a task's flags (include/linux/sched.h): a kernel thread.
 const PF_KTHREAD: u64 = 0x0020_0000;
 
-/// Tasks dispatched to one CPU and not yet accounted for, at most: a Go P
-/// runs one G at a time, and a task committed to a CPU's kernel queue behind
-/// another can no longer be stolen.
-const MAX_INFLIGHT: usize = 1;
+/// Tasks dispatched to one CPU and not yet accounted for, at most: the one
+/// it runs and the one it runs next. With one, a CPU idled from its task's
+/// end until the agent's next pass; with two it goes straight on, and the
+/// agent has a task's length to refill it (a 2,000-thread fan-out of 1 ms
+/// tasks: 19.5 s with one, 16.2 s with two, in one 4-vCPU boot). The
+/// second, committed to the CPU's kernel queue, can no longer be stolen
+/// (README, "Where Linux differs from Go").
+const MAX_INFLIGHT: usize = 2;
 
 /// Read /proc/<tid>/stat into `buf`; None if the thread is gone. No heap
 /// allocation: this runs in the scheduling loop, which must never wait for
@@ -165,8 +174,9 @@ struct Agent<'a> {
     shared_until: u64,
     /// `--debug-stall-comm`, NUL-padded (all 0: off).
     stall_comm: [u8; 16],
-    /// The task id `prune` looked at last.
+    /// The task id `prune` looked at last, and when its next batch is due.
     prune_at: usize,
+    prune_next: u64,
     /// Kernel threads run in place.
     kthread: u64,
     /// The CPU this pass runs on (see `step_off`).
@@ -224,6 +234,7 @@ impl<'a> Agent<'a> {
             congested: 0,
             shared_until: 0,
             prune_at: 0,
+            prune_next: 0,
             stall_comm: agent.stall_comm(),
             kthread: 0,
             here: 0,
@@ -300,6 +311,12 @@ impl<'a> Agent<'a> {
         }
         slot.queued = true;
         for q in &mut self.inflight {
+            if q.front().is_some_and(|&(x, _)| x == g) {
+                q.pop_front();
+                if let Some(next) = q.front_mut() {
+                    next.1 = now; // it runs from now (see `dispatch`)
+                }
+            }
             q.retain(|&(x, _)| x != g);
         }
         if woken {
@@ -355,12 +372,20 @@ impl<'a> Agent<'a> {
             self.shared_until = now + SHARED_AFTER_CONGESTION_NS;
         }
         let shared = now < self.shared_until;
-        for c in 0..self.nr_cpus {
-            let slice = self.slice_ns;
-            let slots = &self.slots;
-            self.inflight[c].retain(|&(g, at)| {
-                now.saturating_sub(at) < slice && !blocked(slots[g as usize].task.pid)
-            });
+        // The head holds the CPU, and the task behind it waits for it: one
+        // /proc read per CPU. When the head is done, the next starts its
+        // slice now (timed from its dispatch, it would be dropped at once
+        // after waiting a slice behind a long runner, and the CPU handed a
+        // third task: a CPU-bound load then piled up on one CPU).
+        for q in &mut self.inflight {
+            let Some(&(g, at)) = q.front() else { continue };
+            if now.saturating_sub(at) < self.slice_ns && !blocked(self.slots[g as usize].task.pid) {
+                continue;
+            }
+            q.pop_front();
+            if let Some(next) = q.front_mut() {
+                next.1 = now;
+            }
         }
         for c in 0..self.nr_cpus {
             while !self.sched.ps[c].idle && self.inflight[c].len() < MAX_INFLIGHT {
@@ -409,7 +434,12 @@ impl<'a> Agent<'a> {
     /// looks at the next PRUNE_BATCH task ids, round-robin: one /proc read
     /// each, so that 10,000 parked threads do not cost 10,000 reads at once.
     /// Only tasks that are neither queued nor dispatched are looked at.
-    fn prune(&mut self) {
+    /// While tasks wait in the model, a batch at most every PRUNE_EVERY_NS.
+    fn prune(&mut self, now: u64) {
+        if now < self.prune_next && self.sched.nr_queued() > 0 {
+            return;
+        }
+        self.prune_next = now + PRUNE_EVERY_NS;
         for _ in 0..PRUNE_BATCH.min(self.slots.len()) {
             self.prune_at = (self.prune_at + 1) % self.slots.len();
             let g = self.prune_at as G;
@@ -507,7 +537,7 @@ impl<'a> Agent<'a> {
         let (res_ch, req_ch) = stats_server.channels();
         let mut next_print = stats.map(|intv| Instant::now() + intv);
         while !self.bpf.exited() {
-            self.prune();
+            self.prune(self.now());
             if let (Some(at), Some(intv)) = (next_print, stats) {
                 if Instant::now() >= at {
                     let _ = self.metrics().format(&mut std::io::stdout());
