@@ -565,11 +565,20 @@ static bool runqget(s32 cpu, struct gmp_cpu *c)
 		}
 		tctx->inherit = false;
 	}
+	/*
+	 * For the trace: what each step saw when it failed, not on entry. A
+	 * thief may empty this CPU's runnext or LRQ in between, and the checker
+	 * would take the next step for a wrong order.
+	 */
+	if (trace_on)
+		c->seen_runnext = scx_bpf_dsq_nr_queued(runnext_dsq(cpu));
 	if (scx_bpf_dsq_move_to_local(lrq_dsq(cpu), 0)) {
 		stat_add(GMP_STAT_LRQ_GET, 1);
 		ev_pick(GMP_PICK_LRQ, cpu, -1, 1, 1, 0, -1);
 		return true;
 	}
+	if (trace_on)
+		c->seen_lrq = scx_bpf_dsq_nr_queued(lrq_dsq(cpu));
 	return false;
 }
 
