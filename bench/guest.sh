@@ -1,15 +1,17 @@
 # Guest side of bench/run: OUT BIN QUICK REPS [PEER_BIN [ONLY]]
 # Appends "<round> <scheduler> <workload> <metric> <value>" lines to
 # OUT/results.txt.
-out=$1 bin=$2 quick=$3 reps=$4 peer_bin=${5:-} only=${6:-}
+out=$1 bin=$2 quick=$3 reps=$4 peer_bin=${5:-} only=${6:-} scheds=${7:-}
 res=$out/results.txt
 state=/sys/kernel/sched_ext/state
 cd /tmp || exit 1
 n=$(nproc)
 sysctl -qw kernel.bpf_stats_enabled=1
 
-scheds="eevdf gmp gmp-user"
-[ -n "$peer_bin" ] && scheds="$scheds bpfland rustland"
+if [ -z "$scheds" ]; then
+	scheds="eevdf gmp gmp-user"
+	[ -n "$peer_bin" ] && scheds="$scheds bpfland rustland"
+fi
 if [ "$quick" = 1 ]; then t=2 hb=50 fan=200 rounds=1000 depth=7; else t=5 hb=200 fan=1000 rounds=5000 depth=10; fi
 
 start_sched() { # name -> SCHED_PID (empty for eevdf)
@@ -20,6 +22,12 @@ start_sched() { # name -> SCHED_PID (empty for eevdf)
 	gmp-user) "$bin/scx_gmp" --mode user >/tmp/sched.log 2>&1 & ;;
 	bpfland) "$peer_bin/scx_bpfland" >/tmp/sched.log 2>&1 & ;;
 	rustland) "$peer_bin/scx_rustland" >/tmp/sched.log 2>&1 & ;;
+	gmp+*) # a variant: gmp+go-handoff+slice-us=5000 -> --go-handoff --slice-us=5000
+		local opts=() o
+		IFS=+ read -ra o <<<"${1#gmp+}"
+		for o in "${o[@]}"; do opts+=("--$o"); done
+		"$bin/scx_gmp" "${opts[@]}" >/tmp/sched.log 2>&1 & ;;
+	*) echo "bench: unknown scheduler $1" >&2; return 1 ;;
 	esac
 	SCHED_PID=$!
 	for _ in $(seq 300); do

@@ -17,6 +17,12 @@ NAMES = {
     "bpfland": "scx_bpfland",
     "rustland": "scx_rustland",
 }
+
+
+def for_variant(s):
+    """A variant "gmp+go-handoff+slice-us=5000": scx_gmp --go-handoff --slice-us=5000."""
+    return "scx_gmp " + " ".join("--" + o for o in s.split("+")[1:])
+
 # Metrics where more is better; every other one is better when lower.
 HIGHER_BETTER = {"bogo_ops_per_s"}
 # The headline metric of each workload, for the plot.
@@ -66,7 +72,7 @@ def table(data, scheds, vm, quick):
     rounds = max((len(v) for v in data.values()), default=0)
     out.append(f"Median of {rounds} round(s), min-max in brackets; the ratio is to EEVDF's median "
                "(above 1 is better for bogo-ops/s, below 1 is better for everything else).\n")
-    out.append("| workload | metric | " + " | ".join(NAMES.get(s, s) for s in scheds) + " |")
+    out.append("| workload | metric | " + " | ".join(NAMES.get(s, for_variant(s)) for s in scheds) + " |")
     out.append("|---|---|" + "---|" * len(scheds))
     for w, m in rows:
         base = data.get((w, m, "eevdf"))
@@ -142,13 +148,13 @@ def svg(data, scheds, vm):
             if b is None:
                 continue
             x = x0 + si * barw
-            e.append(f'<rect x="{x:.1f}" y="{y(b):.1f}" width="{barw*0.9:.1f}" height="{top+plot_h-y(b):.1f}" fill="{COLORS[si % len(COLORS)]}"><title>{NAMES.get(scheds[si])}: {b:.2f}</title></rect>')
+            e.append(f'<rect x="{x:.1f}" y="{y(b):.1f}" width="{barw*0.9:.1f}" height="{top+plot_h-y(b):.1f}" fill="{COLORS[si % len(COLORS)]}"><title>{NAMES.get(scheds[si], for_variant(scheds[si]))}: {b:.2f}</title></rect>')
         e.append(f'<text x="{left + gi*bw + bw/2:.1f}" y="{top+plot_h+16}" text-anchor="middle">{w}</text>')
         e.append(f'<text x="{left + gi*bw + bw/2:.1f}" y="{top+plot_h+30}" text-anchor="middle" font-size="9" fill="#555">{m}</text>')
     for si, s in enumerate(scheds):
         lx = left + si * 165
         e.append(f'<rect x="{lx}" y="{H-28}" width="12" height="12" fill="{COLORS[si % len(COLORS)]}"/>')
-        e.append(f'<text x="{lx+16}" y="{H-18}">{NAMES.get(s, s)}</text>')
+        e.append(f'<text x="{lx+16}" y="{H-18}">{NAMES.get(s, for_variant(s))}</text>')
     e.append("</svg>")
     return "\n".join(e) + "\n"
 
@@ -163,7 +169,12 @@ def main():
     data = load(a.results)
     if not data:
         sys.exit(f"bench/report.py: error: no results in {a.results}")
-    scheds = [s for s in ORDER if any(k[2] == s for k in data)]
+    seen = []
+    for k in data:
+        if k[2] not in seen:
+            seen.append(k[2])
+    # The known schedulers in their order, then variants (gmp+OPTION) as run.
+    scheds = [s for s in ORDER if s in seen] + sorted(s for s in seen if s not in ORDER)
     name = "quick" if a.quick else "latest"
     open(f"{a.outdir}/{name}.md", "w").write(table(data, scheds, a.vm, a.quick))
     open(f"{a.outdir}/{name}.svg", "w").write(svg(data, scheds, a.vm))
