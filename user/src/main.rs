@@ -76,6 +76,17 @@ const PF_KTHREAD: u64 = 0x0020_0000;
 /// (README, "Where Linux differs from Go").
 const MAX_INFLIGHT: usize = 2;
 
+/// A CPU's in-flight head is done: the task behind it starts its slice now
+/// (timed from its dispatch, it would be dropped at once after waiting a
+/// slice behind a long runner, and the CPU handed a third task: a CPU-bound
+/// load then piled up on one CPU).
+fn finish_head(q: &mut VecDeque<(G, u64)>, now: u64) {
+    q.pop_front();
+    if let Some(next) = q.front_mut() {
+        next.1 = now;
+    }
+}
+
 /// Read /proc/<tid>/stat into `buf`; None if the thread is gone. No heap
 /// allocation: this runs in the scheduling loop, which must never wait for
 /// the allocator's lock (see `launch_stats`).
@@ -312,10 +323,7 @@ impl<'a> Agent<'a> {
         slot.queued = true;
         for q in &mut self.inflight {
             if q.front().is_some_and(|&(x, _)| x == g) {
-                q.pop_front();
-                if let Some(next) = q.front_mut() {
-                    next.1 = now; // it runs from now (see `dispatch`)
-                }
+                finish_head(q, now);
             }
             q.retain(|&(x, _)| x != g);
         }
@@ -373,19 +381,13 @@ impl<'a> Agent<'a> {
         }
         let shared = now < self.shared_until;
         // The head holds the CPU, and the task behind it waits for it: one
-        // /proc read per CPU. When the head is done, the next starts its
-        // slice now (timed from its dispatch, it would be dropped at once
-        // after waiting a slice behind a long runner, and the CPU handed a
-        // third task: a CPU-bound load then piled up on one CPU).
+        // /proc read per CPU.
         for q in &mut self.inflight {
             let Some(&(g, at)) = q.front() else { continue };
             if now.saturating_sub(at) < self.slice_ns && !blocked(self.slots[g as usize].task.pid) {
                 continue;
             }
-            q.pop_front();
-            if let Some(next) = q.front_mut() {
-                next.1 = now;
-            }
+            finish_head(q, now);
         }
         for c in 0..self.nr_cpus {
             while !self.sched.ps[c].idle && self.inflight[c].len() < MAX_INFLIGHT {
@@ -537,14 +539,14 @@ impl<'a> Agent<'a> {
         let (res_ch, req_ch) = stats_server.channels();
         let mut next_print = stats.map(|intv| Instant::now() + intv);
         while !self.bpf.exited() {
-            self.prune(self.now());
+            let now = self.now();
+            self.prune(now);
             if let (Some(at), Some(intv)) = (next_print, stats) {
                 if Instant::now() >= at {
                     let _ = self.metrics().format(&mut std::io::stdout());
                     next_print = Some(at + intv);
                 }
             }
-            let now = self.now();
             self.here = usize::try_from(unsafe { libc::sched_getcpu() }).unwrap_or(0);
             self.waits_here = false;
             self.flush_unsent();
@@ -557,6 +559,8 @@ impl<'a> Agent<'a> {
             // exited, which nothing else would tell (an exit never comes
             // back as an enqueue).
             let queued = self.sched.nr_queued() + self.unsent.len();
+            // Pending before a step off: the CPU the agent lands on runs it
+            // only if rustland sees work pending.
             *self.bpf.nr_scheduled_mut() = queued as u64;
             if queued > 0 {
                 self.step_off();
