@@ -68,6 +68,7 @@ enum gmp_stat {
 	GMP_STAT_SPIN,		/* a CPU started spinning (looking for work) */
 	GMP_STAT_KTHREAD,	/* woken kernel threads run on their CPU directly */
 	GMP_STAT_TRACE_DROPPED,	/* trace events lost: the ring buffer was full */
+	GMP_STAT_HANDOFF,	/* sync wakeups run next on the waker's CPU directly */
 	GMP_NR_STATS,
 };
 

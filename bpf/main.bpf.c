@@ -912,6 +912,7 @@ static bool handoff(struct task_struct *p, s32 cpu, u64 enq_flags)
 	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, left, enq_flags);
 	stat_add(GMP_STAT_RUNNEXT_PUT, 1);
 	stat_add(GMP_STAT_RUNNEXT_HIT, 1);
+	stat_add(GMP_STAT_HANDOFF, 1);
 	/* Not a findRunnable: it saw no queue, and made no 61st-tick check. */
 	c->seen_runnext = 1;
 	c->seen_lrq = c->seen_grq = c->seen_tick_grq = 0;

@@ -79,6 +79,7 @@ counters! {
     spins = gmp_stat_GMP_STAT_SPIN, "" "spin", "CPUs that started spinning";
     kthread = gmp_stat_GMP_STAT_KTHREAD, "" "kthread", "Woken kernel threads run on their CPU, outside the Go queues";
     trace_dropped = gmp_stat_GMP_STAT_TRACE_DROPPED, "" "trace-dropped", "Trace events lost to a full ring buffer (--trace)";
+    handoffs = gmp_stat_GMP_STAT_HANDOFF, "" "handoff", "Sync wakeups run next on the waker's CPU directly (not --go-handoff)";
 }
 
 impl Metrics {
