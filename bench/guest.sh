@@ -5,6 +5,7 @@ out=$1 bin=$2 quick=$3 reps=$4 peer_bin=${5:-} only=${6:-} scheds=${7:-}
 res=$out/results.txt
 state=/sys/kernel/sched_ext/state
 cd /tmp || exit 1
+: >"$res" # vm/run may run this again on a new boot: start afresh
 n=$(nproc)
 sysctl -qw kernel.bpf_stats_enabled=1
 
@@ -74,6 +75,30 @@ sched_cpu_ms() {
 
 emit() { echo "$round $sched $1 $2 $3" >>"$res"; }
 
+# kv KEY: the value of KEY=... in a gmp-load result line.
+kv() { tr ' ' '\n' </tmp/out.txt | sed -n "s/^$1=//p"; }
+
+# cyclictest's wakeup latency over all its threads, from its JSON histogram
+# (1 us bins; a sample past the histogram counts as the maximum).
+cyclic_lat() {
+	python3 -c '
+import json, sys
+t = json.load(open("/tmp/ct.json"))["thread"].values()
+lat = sorted((int(us), n) for th in t for us, n in th["histogram"].items())
+mx = max(th["max"] for th in t)
+total = sum(th["cycles"] for th in t)
+def pct(p):
+    seen = 0
+    for us, n in lat:
+        seen += n
+        if seen >= p * total:
+            return us
+    return mx
+print("lat_p50_us", pct(0.50))
+print("lat_p99_us", pct(0.99))
+print("lat_max_us", mx)'
+}
+
 # run WORKLOAD CMD...: run CMD under perf stat; emit its counters and what
 # the parser for WORKLOAD finds in its output.
 # want WORKLOAD: whether --only (if given) names it.
@@ -95,10 +120,10 @@ run() {
 	hackbench-*) emit "$w" time_s "$(awk '/^Time:/ {print $2}' /tmp/out.txt)" ;;
 	perf-pipe) emit "$w" usecs_per_op "$(awk '/usecs\/op/ {print $1}' /tmp/out.txt)" ;;
 	perf-messaging) emit "$w" time_s "$(awk '/Total time/ {print $3}' /tmp/out.txt)" ;;
-	fanout | forkjoin) emit "$w" makespan_ms "$(tr ' ' '\n' </tmp/out.txt | sed -n 's/^makespan_ms=//p')" ;;
-	pingpong | pingpong-idle)
-		emit "$w" rtt_p50_us "$(tr ' ' '\n' </tmp/out.txt | sed -n 's/^rtt_p50_us=//p')"
-		emit "$w" rtt_p99_us "$(tr ' ' '\n' </tmp/out.txt | sed -n 's/^rtt_p99_us=//p')" ;;
+	fanout | forkjoin) emit "$w" makespan_ms "$(kv makespan_ms)" ;;
+	pingpong | pingpong-idle) for m in rtt_p50_us rtt_p99_us; do emit "$w" $m "$(kv $m)"; done ;;
+	request-*) for m in wake_p50_us wake_p99_us req_p50_us req_p99_us req_per_s; do emit "$w" $m "$(kv $m)"; done ;;
+	cyclictest) cyclic_lat | while read -r m v; do emit "$w" "$m" "$v"; done ;;
 	esac
 	local secs_ms=$(((t1 - t0) / 1000000))
 	emit "$w" ctx_switches_per_s "$(awk -F, -v ms="$secs_ms" '$3 == "context-switches" {printf "%.0f", $1 * 1000 / ms}' /tmp/perf.csv)"
@@ -111,6 +136,8 @@ for round in $(seq "$reps"); do
 	for sched in $scheds; do
 		echo "bench: round $round/$reps: $sched" >&2
 		start_sched "$sched" || exit 1
+		# The scheduler's own CPU on an idle system (sched_cpu_ms_per_s).
+		run idle sleep "$t"
 		run stress-cpu stress-ng --cpu "$n" -t "$t" --metrics-brief
 		[ "$quick" = 1 ] || run stress-sock stress-ng --sock "$n" -t "$t" --metrics-brief
 		run hackbench-pipe hackbench -p -g 4 -l "$hb"
@@ -122,6 +149,19 @@ for round in $(seq "$reps"); do
 		run pingpong "$bin/examples/gmp-load" pingpong --rounds "$rounds"
 		# The interactive task beside a batch job: the same ping-pong while
 		# SCHED_IDLE hogs keep every CPU busy (scx_gmp has no priorities).
+		# A server's dispatcher waking workers: light (0.3 of the CPUs'
+		# capacity) and overloaded (1.5).
+		run request-light "$bin/examples/gmp-load" request --workers $((4 * n)) --load 0.3 --secs "$t"
+		run request-over "$bin/examples/gmp-load" request --workers $((4 * n)) --load 1.5 --secs "$t"
+		# cyclictest's timer wakeups (normal priority, so that the scheduler
+		# under test places them) beside a CPU-bound load on every CPU.
+		if want cyclictest; then
+			stress-ng --cpu "$n" -t 600 >/dev/null 2>&1 &
+			hogs=$!
+			run cyclictest cyclictest -m -q -t "$n" -i 1000 -D "$t" -h 100000 --json=/tmp/ct.json
+			kill "$hogs" 2>/dev/null
+			wait "$hogs" 2>/dev/null
+		fi
 		if want pingpong-idle; then
 			chrt -i 0 stress-ng --cpu "$n" -t 600 >/dev/null 2>&1 &
 			hogs=$!

@@ -24,7 +24,7 @@ def for_variant(s):
     return "scx_gmp " + " ".join("--" + o for o in s.split("+")[1:])
 
 # Metrics where more is better; every other one is better when lower.
-HIGHER_BETTER = {"bogo_ops_per_s"}
+HIGHER_BETTER = {"bogo_ops_per_s", "req_per_s"}
 # The headline metric of each workload, for the plot.
 HEADLINE = {
     "stress-cpu": "bogo_ops_per_s",
@@ -37,6 +37,9 @@ HEADLINE = {
     "forkjoin": "makespan_ms",
     "pingpong": "rtt_p50_us",
     "pingpong-idle": "rtt_p99_us",
+    "request-light": "wake_p99_us",
+    "request-over": "req_p99_us",
+    "cyclictest": "lat_p99_us",
 }
 COLORS = ["#888888", "#1f77b4", "#17becf", "#ff7f0e", "#2ca02c"]
 
@@ -71,7 +74,7 @@ def table(data, scheds, vm, quick):
         out.append("**Quick smoke run (one short round): not a result.**\n")
     rounds = max((len(v) for v in data.values()), default=0)
     out.append(f"Median of {rounds} round(s), min-max in brackets; the ratio is to EEVDF's median "
-               "(above 1 is better for bogo-ops/s, below 1 is better for everything else).\n")
+               "(above 1 is better for bogo-ops/s and req/s, below 1 is better for everything else).\n")
     out.append("| workload | metric | " + " | ".join(NAMES.get(s, for_variant(s)) for s in scheds) + " |")
     out.append("|---|---|" + "---|" * len(scheds))
     for w, m in rows:
@@ -89,23 +92,29 @@ def table(data, scheds, vm, quick):
                 cell += f" ×{med / base_med:.2f}"
             cells.append(cell)
         out.append(f"| {w} | {m} | " + " | ".join(cells) + " |")
-    out.append(overhead(data))
+    out.append(overhead(data, scheds))
     return "\n".join(out) + "\n"
 
 
-def overhead(data):
-    """The user mode's scheduling cost against the BPF mode's, per workload:
-    CPU ms per second of the agent process plus its BPF programs."""
+def overhead(data, scheds):
+    """Each sched_ext scheduler's own CPU per workload (ms per second: its
+    agent process plus its BPF programs), with the user mode's against the
+    BPF mode's where both ran."""
+    cols = [s for s in scheds if s != "eevdf"]
+    both = "gmp" in cols and "gmp-user" in cols
+    head = " | ".join(NAMES.get(s, for_variant(s)) for s in cols)
     lines = ["", "Scheduler overhead (CPU ms per second: the agent process and its BPF programs):", "",
-             "| workload | scx_gmp (BPF mode) | scx_gmp --mode user | user / BPF |", "|---|---|---|---|"]
-    for w in HEADLINE:
-        b = data.get((w, "sched_cpu_ms_per_s", "gmp"))
-        u = data.get((w, "sched_cpu_ms_per_s", "gmp-user"))
-        if not b or not u:
+             f"| workload | {head} |" + (" user / BPF |" if both else ""),
+             "|---|" + "---|" * (len(cols) + both)]
+    for w in ["idle", *HEADLINE]:
+        meds = {s: statistics.median(v) for s in cols if (v := data.get((w, "sched_cpu_ms_per_s", s)))}
+        if not meds:
             continue
-        bm, um = statistics.median(b), statistics.median(u)
-        ratio = f"×{um / bm:.1f}" if bm else "-"
-        lines.append(f"| {w} | {fmt(bm)} | {fmt(um)} | {ratio} |")
+        cells = [fmt(meds[s]) if s in meds else "-" for s in cols]
+        if both:
+            b, u = meds.get("gmp"), meds.get("gmp-user")
+            cells.append(f"×{u / b:.1f}" if b and u is not None else "-")
+        lines.append(f"| {w} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -4,9 +4,9 @@
 //! the fraction of busy samples each CPU took, so a test can see where the
 //! threads ran.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -56,6 +56,24 @@ enum Cmd {
         depth: u32,
         #[arg(long, default_value_t = 200)]
         leaf_us: u64,
+    },
+    /// A server: a dispatcher thread hands requests to WORKERS worker
+    /// threads (Go: a goroutine per request, or a worker pool). Requests
+    /// arrive at LOAD times the CPUs' capacity (LOAD 0.3 is light, 1.5 is
+    /// overloaded) for SECS seconds; each costs THINK_US of CPU. The
+    /// dispatcher wakes an idle worker for each; busy workers take the
+    /// backlog. Prints the wakeup latency (the dispatcher's wake to the
+    /// worker running), the request latency (arrival to done) and
+    /// requests/s.
+    Request {
+        #[arg(long, default_value_t = 16)]
+        workers: usize,
+        #[arg(long, default_value_t = 500)]
+        think_us: u64,
+        #[arg(long, default_value_t = 0.3)]
+        load: f64,
+        #[arg(long, default_value_t = 3.0)]
+        secs: f64,
     },
 }
 
@@ -231,6 +249,135 @@ fn forkjoin(depth: u32, leaf: Duration) -> String {
     )
 }
 
+/// The p-th percentile of sorted nanoseconds, in microseconds.
+fn pct_us(sorted: &[u64], p: f64) -> f64 {
+    match sorted.len() {
+        0 => 0.0,
+        n => sorted[((n as f64 - 1.0) * p) as usize] as f64 / 1000.0,
+    }
+}
+
+/// What the dispatcher leaves in a worker's mailbox.
+enum Mail {
+    Empty,
+    /// A request: when it arrived, and when the dispatcher woke the worker.
+    Request(Instant, Instant),
+    /// No more requests.
+    Close,
+}
+
+type Mailbox = (Mutex<Mail>, Condvar);
+
+/// The dispatcher's view: idle workers and requests no worker has taken.
+struct Pool {
+    idle: Vec<usize>,
+    backlog: VecDeque<Instant>,
+    open: bool,
+}
+
+fn request(workers: usize, think: Duration, load: f64, secs: f64) -> String {
+    let ncpu = thread::available_parallelism().map_or(1, |n| n.get());
+    let rate = load * ncpu as f64 / think.as_secs_f64().max(1e-6);
+    let pool = Arc::new((
+        Mutex::new(Pool {
+            idle: Vec::new(),
+            backlog: VecDeque::new(),
+            open: true,
+        }),
+        (0..workers)
+            .map(|_| (Mutex::new(Mail::Empty), Condvar::new()))
+            .collect::<Vec<Mailbox>>(),
+    ));
+    let hs: Vec<_> = (0..workers)
+        .map(|w| {
+            let pool = pool.clone();
+            thread::spawn(move || {
+                let (state, boxes) = &*pool;
+                let (mut wake, mut req) = (Vec::new(), Vec::new());
+                loop {
+                    // Take the backlog first; go idle only when it is empty.
+                    let mut st = state.lock().unwrap();
+                    let arrived = match st.backlog.pop_front() {
+                        Some(t) => t,
+                        None if !st.open => break,
+                        None => {
+                            st.idle.push(w);
+                            drop(st);
+                            let mut m = boxes[w].0.lock().unwrap();
+                            while matches!(*m, Mail::Empty) {
+                                m = boxes[w].1.wait(m).unwrap();
+                            }
+                            match std::mem::replace(&mut *m, Mail::Empty) {
+                                Mail::Request(arrived, woken) => {
+                                    wake.push(woken.elapsed().as_nanos() as u64);
+                                    arrived
+                                }
+                                _ => break,
+                            }
+                        }
+                    };
+                    let end = thread_cpu_time() + think;
+                    while thread_cpu_time() < end {
+                        std::hint::spin_loop();
+                    }
+                    req.push(arrived.elapsed().as_nanos() as u64);
+                }
+                (wake, req)
+            })
+        })
+        .collect();
+    // Open loop: arrivals on a fixed clock, whatever the workers manage.
+    let (state, boxes) = &*pool;
+    let t0 = Instant::now();
+    let mut sent = 0u64;
+    while t0.elapsed().as_secs_f64() < secs {
+        let due = t0 + Duration::from_secs_f64(sent as f64 / rate);
+        if let Some(d) = due.checked_duration_since(Instant::now()) {
+            thread::sleep(d);
+        }
+        let now = Instant::now();
+        let mut st = state.lock().unwrap();
+        match st.idle.pop() {
+            Some(w) => {
+                drop(st);
+                *boxes[w].0.lock().unwrap() = Mail::Request(due.min(now), Instant::now());
+                boxes[w].1.notify_one();
+            }
+            None => st.backlog.push_back(due.min(now)),
+        }
+        sent += 1;
+    }
+    // Close: busy workers drain the backlog and stop; idle ones are told.
+    let idle = {
+        let mut st = state.lock().unwrap();
+        st.open = false;
+        std::mem::take(&mut st.idle)
+    };
+    for w in idle {
+        *boxes[w].0.lock().unwrap() = Mail::Close;
+        boxes[w].1.notify_one();
+    }
+    let (mut wake, mut req) = (Vec::new(), Vec::new());
+    for h in hs {
+        let (w, r) = h.join().unwrap();
+        wake.extend(w);
+        req.extend(r);
+    }
+    let elapsed = t0.elapsed().as_secs_f64();
+    wake.sort_unstable();
+    req.sort_unstable();
+    format!(
+        "workload=request workers={workers} load={load} offered_per_s={rate:.0} done={} \
+         wake_p50_us={:.1} wake_p99_us={:.1} req_p50_us={:.1} req_p99_us={:.1} req_per_s={:.0}",
+        req.len(),
+        pct_us(&wake, 0.50),
+        pct_us(&wake, 0.99),
+        pct_us(&req, 0.50),
+        pct_us(&req, 0.99),
+        req.len() as f64 / elapsed
+    )
+}
+
 fn main() {
     let line = match Opts::parse().cmd {
         Cmd::Fanout {
@@ -241,6 +388,17 @@ fn main() {
         Cmd::Spin { threads, secs } => spin(threads, secs),
         Cmd::Pingpong { rounds } => pingpong(rounds.max(1)),
         Cmd::Forkjoin { depth, leaf_us } => forkjoin(depth.min(16), Duration::from_micros(leaf_us)),
+        Cmd::Request {
+            workers,
+            think_us,
+            load,
+            secs,
+        } => request(
+            workers.max(1),
+            Duration::from_micros(think_us),
+            load.max(0.001),
+            secs,
+        ),
     };
     println!("{line}");
 }
