@@ -136,7 +136,9 @@ for round in $(seq "$reps"); do
 	for sched in $scheds; do
 		echo "bench: round $round/$reps: $sched" >&2
 		start_sched "$sched" || exit 1
-		# The scheduler's own CPU on an idle system (sched_cpu_ms_per_s).
+		# The scheduler's own CPU on an idle system (sched_cpu_ms_per_s),
+		# after a second for its start-up to settle.
+		want idle && sleep 1
 		run idle sleep "$t"
 		run stress-cpu stress-ng --cpu "$n" -t "$t" --metrics-brief
 		[ "$quick" = 1 ] || run stress-sock stress-ng --sock "$n" -t "$t" --metrics-brief
