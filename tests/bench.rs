@@ -38,6 +38,10 @@ fn quick_benchmark_produces_a_table() {
         ("pingpong", "rtt_p99_us"),
         ("fanout", "ctx_switches_per_s"),
         ("fanout", "sched_cpu_ms_per_s"),
+        ("request-light", "wake_p99_us"),
+        ("request-over", "req_per_s"),
+        ("cyclictest", "lat_p99_us"),
+        ("idle", "sched_cpu_ms_per_s"),
     ] {
         let row = table
             .lines()
