@@ -452,10 +452,11 @@ fn scheduler_soak() {
 }
 
 #[test]
-#[ignore = "user mode does not yet survive the soak: its 10,000-thread fan-out of 1 ms \
-            tasks takes 50 to 80 s in user mode on 4 TCG vCPUs (the agent makes a few \
-            hundred decisions a second), so a task waits over 30 s and the watchdog \
-            ejects it; every other workload of the soak completes. Run it with \
+#[ignore = "user mode does not yet pass the soak: since the agent may run on every CPU \
+            again after a step-off, every workload exits 0, the 10,000-thread fan-out too \
+            (one run, 2026-11-23, 7 min), but the cpuset fan-out that follows the hotplug \
+            restarts ran 200/0 on CPUs 0-1 (not yet diagnosed), and the checks after that \
+            one (memory, ejections) did not run. Run it with \
             `cargo test --test vm -- --ignored`"]
 fn user_mode_soak() {
     soak(USER);
