@@ -362,6 +362,24 @@ impl Sched {
         Some(p)
     }
 
+    /// `g` was queued on `q`'s queues, and its affinity is narrower than
+    /// all: only some Ps may steal it, and `wakep` may wake one that cannot.
+    /// If no P other than `q` that may run `g` is awake, take one off the
+    /// idle list and return it, so that a thief that can take `g` looks.
+    /// Go needs no such rule: any P may run any G.
+    pub fn wake_thief(&mut self, g: G, q: usize) -> Option<usize> {
+        if self.affinity[g as usize] == Affinity::All {
+            return None;
+        }
+        let mut others = (0..self.params.nprocs).filter(|&p| p != q && self.may_run(g, p));
+        if others.clone().any(|p| !self.ps[p].idle) {
+            return None;
+        }
+        let p = others.find(|p| self.pidle.contains(p))?;
+        self.pidleremove(p);
+        Some(p)
+    }
+
     pub fn may_run(&self, g: G, p: usize) -> bool {
         self.affinity[g as usize].allows(p)
     }
@@ -963,6 +981,20 @@ mod tests {
         assert!(s.may_run(c, 0) && !s.may_run(c, 1));
         assert_eq!(s.new_g(Affinity::All), 2, "then fresh ids again");
         assert_eq!((s.live_gs(), a), (3, 0));
+    }
+
+    #[test]
+    fn a_task_with_narrow_affinity_gets_a_thief_that_may_run_it() {
+        let mut s = Sched::new(Params::go(4));
+        s.pidleremove(0);
+        let g = s.new_g(Affinity::only(&[0, 3]));
+        s.runqput(0, g, true, 0);
+        assert_eq!(s.wakep(), Some(1), "wakep wakes a P that may not run g");
+        assert_eq!(s.wake_thief(g, 0), Some(3));
+        assert!(!s.ps[3].idle);
+        assert_eq!(s.wake_thief(g, 0), None, "P3 is awake and may steal it");
+        let all = s.new_g(Affinity::All);
+        assert_eq!(s.wake_thief(all, 0), None, "any P may take it: wakep's job");
     }
 
     #[test]

@@ -333,6 +333,7 @@ impl<'a> Agent<'a> {
                 self.sched.pidleremove(cpu);
             }
             self.sched.runqput(cpu, g, true, now);
+            self.sched.wake_thief(g, cpu);
         } else {
             // Still runnable when it stopped: its slice ran out.
             self.sched.slice_expired(g);
