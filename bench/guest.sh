@@ -132,6 +132,19 @@ run() {
 	[ "$sched" = eevdf ] || emit "$w" sched_cpu_ms_per_s "$(awk -v c=$((c1 - c0)) -v ms="$secs_ms" 'BEGIN {printf "%.1f", c * 1000 / ms}')"
 }
 
+# beside_hogs POLICY WORKLOAD CMD...: run WORKLOAD while stress-ng keeps
+# every CPU busy under chrt's POLICY (-o normal, -i SCHED_IDLE).
+beside_hogs() {
+	local policy=$1 hogs
+	shift
+	want "$1" || return 0
+	chrt "$policy" 0 stress-ng --cpu "$n" -t 600 >/dev/null 2>&1 &
+	hogs=$!
+	run "$@"
+	kill "$hogs" 2>/dev/null
+	wait "$hogs" 2>/dev/null
+}
+
 for round in $(seq "$reps"); do
 	for sched in $scheds; do
 		echo "bench: round $round/$reps: $sched" >&2
@@ -149,28 +162,16 @@ for round in $(seq "$reps"); do
 		run fanout "$bin/examples/gmp-load" fanout --threads "$fan" --busy-ms 5 --gate
 		[ "$quick" = 1 ] || run forkjoin "$bin/examples/gmp-load" forkjoin --depth "$depth" --leaf-us 2000
 		run pingpong "$bin/examples/gmp-load" pingpong --rounds "$rounds"
-		# The interactive task beside a batch job: the same ping-pong while
-		# SCHED_IDLE hogs keep every CPU busy (scx_gmp has no priorities).
 		# A server's dispatcher waking workers: light (0.3 of the CPUs'
 		# capacity) and overloaded (1.5).
 		run request-light "$bin/examples/gmp-load" request --workers $((4 * n)) --load 0.3 --secs "$t"
 		run request-over "$bin/examples/gmp-load" request --workers $((4 * n)) --load 1.5 --secs "$t"
 		# cyclictest's timer wakeups (normal priority, so that the scheduler
 		# under test places them) beside a CPU-bound load on every CPU.
-		if want cyclictest; then
-			stress-ng --cpu "$n" -t 600 >/dev/null 2>&1 &
-			hogs=$!
-			run cyclictest cyclictest -m -q -t "$n" -i 1000 -D "$t" -h 100000 --json=/tmp/ct.json
-			kill "$hogs" 2>/dev/null
-			wait "$hogs" 2>/dev/null
-		fi
-		if want pingpong-idle; then
-			chrt -i 0 stress-ng --cpu "$n" -t 600 >/dev/null 2>&1 &
-			hogs=$!
-			run pingpong-idle "$bin/examples/gmp-load" pingpong --rounds "$((rounds / 5))"
-			kill "$hogs" 2>/dev/null
-			wait "$hogs" 2>/dev/null
-		fi
+		beside_hogs -o cyclictest cyclictest -m -q -t "$n" -i 1000 -D "$t" -h 100000 --json=/tmp/ct.json
+		# The interactive task beside a batch job: the same ping-pong while
+		# SCHED_IDLE hogs keep every CPU busy (scx_gmp has no priorities).
+		beside_hogs -i pingpong-idle "$bin/examples/gmp-load" pingpong --rounds "$((rounds / 5))"
 		stop_sched
 	done
 done

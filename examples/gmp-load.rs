@@ -217,12 +217,11 @@ fn pingpong(rounds: usize) -> String {
     drop(to_b);
     b.join().unwrap();
     rtt.sort_unstable();
-    let pct = |p: f64| rtt[((rtt.len() as f64 - 1.0) * p) as usize] as f64 / 1000.0;
     format!(
         "workload=pingpong rounds={rounds} total_ms={} rtt_p50_us={:.1} rtt_p99_us={:.1}",
         t0.elapsed().as_millis(),
-        pct(0.50),
-        pct(0.99)
+        pct_us(&rtt, 0.50),
+        pct_us(&rtt, 0.99)
     )
 }
 
@@ -278,6 +277,7 @@ struct Pool {
 fn request(workers: usize, think: Duration, load: f64, secs: f64) -> String {
     let ncpu = thread::available_parallelism().map_or(1, |n| n.get());
     let rate = load * ncpu as f64 / think.as_secs_f64().max(1e-6);
+    let busy = Samples::new();
     let pool = Arc::new((
         Mutex::new(Pool {
             idle: Vec::new(),
@@ -290,7 +290,7 @@ fn request(workers: usize, think: Duration, load: f64, secs: f64) -> String {
     ));
     let hs: Vec<_> = (0..workers)
         .map(|w| {
-            let pool = pool.clone();
+            let (pool, busy) = (pool.clone(), busy.clone());
             thread::spawn(move || {
                 let (state, boxes) = &*pool;
                 let (mut wake, mut req) = (Vec::new(), Vec::new());
@@ -316,10 +316,7 @@ fn request(workers: usize, think: Duration, load: f64, secs: f64) -> String {
                             }
                         }
                     };
-                    let end = thread_cpu_time() + think;
-                    while thread_cpu_time() < end {
-                        std::hint::spin_loop();
-                    }
+                    busy.spin(think);
                     req.push(arrived.elapsed().as_nanos() as u64);
                 }
                 (wake, req)

@@ -350,16 +350,7 @@ impl Sched {
     /// list and return it: `wakep` may wake a P that cannot run `g`. The BPF
     /// side's `globrunqput` does the same with an idle-CPU kick.
     pub fn wake_allowed(&mut self, g: G) -> Option<usize> {
-        if self.affinity[g as usize] == Affinity::All {
-            return None;
-        }
-        let mut allowed = (0..self.params.nprocs).filter(|&p| self.may_run(g, p));
-        if allowed.clone().any(|p| !self.ps[p].idle) {
-            return None;
-        }
-        let p = allowed.find(|p| self.pidle.contains(p))?;
-        self.pidleremove(p);
-        Some(p)
+        self.wake_allowed_but(g, None)
     }
 
     /// `g` was queued on `q`'s queues, and its affinity is narrower than
@@ -368,14 +359,19 @@ impl Sched {
     /// idle list and return it, so that a thief that can take `g` looks.
     /// Go needs no such rule: any P may run any G.
     pub fn wake_thief(&mut self, g: G, q: usize) -> Option<usize> {
+        self.wake_allowed_but(g, Some(q))
+    }
+
+    /// `wake_allowed` and `wake_thief`: the Ps that may run `g`, `but` one.
+    fn wake_allowed_but(&mut self, g: G, but: Option<usize>) -> Option<usize> {
         if self.affinity[g as usize] == Affinity::All {
             return None;
         }
-        let mut others = (0..self.params.nprocs).filter(|&p| p != q && self.may_run(g, p));
-        if others.clone().any(|p| !self.ps[p].idle) {
+        let mut allowed = (0..self.params.nprocs).filter(|&p| Some(p) != but && self.may_run(g, p));
+        if allowed.clone().any(|p| !self.ps[p].idle) {
             return None;
         }
-        let p = others.find(|p| self.pidle.contains(p))?;
+        let p = allowed.find(|p| self.pidle.contains(p))?;
         self.pidleremove(p);
         Some(p)
     }
