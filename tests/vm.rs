@@ -275,6 +275,18 @@ fn survival(mode: &str) {
     assert!(stats(out).steal_ok > 0, "{out}");
 }
 
+/// Readers of every task's /proc stat beside CPU hogs (tests/guest/
+/// procread.sh): the user-mode agent once read a workqueue worker's stat
+/// there and waited, for a kernel mutex, on a reader only it could run.
+fn proc_readers(mode: &str) {
+    let r = guest(&["--cpus", "4"], "procread.sh", &[mode]);
+    let out = &r.stdout;
+    assert_eq!(r.code, 0, "stdout:\n{out}\nstderr:\n{}", r.stderr);
+    assert_eq!(kv(out, "state_after_reads"), Some("enabled"), "{out}");
+    assert_eq!(kv(out, "gmp_exit"), Some("0"), "{out}");
+    assert_not_ejected(out, &["(unregistered from user space)"]);
+}
+
 fn rules(mode: &str) {
     let r = guest(&["--cpus", "4"], "rules.sh", &[&gmp_load(), mode]);
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
@@ -525,6 +537,11 @@ fn user_mode_loads_refuses_and_unloads_on_sigterm() {
 #[test]
 fn user_mode_survives_scx_ci_stress_ng_run() {
     survival(USER);
+}
+
+#[test]
+fn user_mode_survives_proc_readers_beside_cpu_hogs() {
+    proc_readers(USER);
 }
 
 #[test]

@@ -32,7 +32,7 @@ use scx_gmp::bpf_intf::gmp_consts_GMP_TIMEOUT_MS as GMP_TIMEOUT_MS;
 use scx_gmp::cli::{version, AgentOpts, PolicyOpts, RESTART_EXIT};
 use scx_gmp::load::{check_interval, exit_code, init_log, preflight};
 use scx_gmp::model::{Affinity, Params, Sched, G};
-use scx_gmp::procstat::stat_field;
+use scx_gmp::procstat::{is_kworker, kthread, new_thread, not_runnable};
 use scx_gmp::stats::{server_data, Metrics};
 
 /// scx_gmp-user: the Go runtime's G-M-P policy applied from user space.
@@ -60,12 +60,9 @@ const SHARED_AFTER_CONGESTION_NS: u64 = 100_000_000;
 const PRUNE_BATCH: usize = 8;
 
 /// While tasks wait in the model, one prune batch at most this often (ns):
-/// each id costs a /proc read, which under load took 60% of the agent's time
-/// when it ran on every pass.
+/// each id costs a system call (a /proc read once, which under load took 60%
+/// of the agent's time when it ran on every pass).
 const PRUNE_EVERY_NS: u64 = 20_000_000;
-
-/// PF_KTHREAD in a task's flags (include/linux/sched.h): a kernel thread.
-const PF_KTHREAD: u64 = 0x0020_0000;
 
 /// Tasks dispatched to one CPU and not yet accounted for, at most: the one
 /// it runs and the one it runs next. With one, a CPU idled from its task's
@@ -87,13 +84,15 @@ fn finish_head(q: &mut VecDeque<(G, u64)>, now: u64) {
     }
 }
 
-/// Read /proc/<tid>/stat into `buf`; None if the thread is gone. No heap
-/// allocation: this runs in the scheduling loop, which must never wait for
-/// the allocator's lock (see `launch_stats`).
-fn read_stat(tid: i32, buf: &mut [u8; 1024]) -> Option<&[u8]> {
+/// The first `buf.len()` bytes of /proc/<tid>/status (the lines this
+/// agent reads come first); None if the thread is gone. Never for a
+/// workqueue worker (see `is_kworker`). No heap allocation: this runs in the
+/// scheduling loop, which must never wait for the allocator's lock (see
+/// `launch_stats`).
+fn read_status(tid: i32, buf: &mut [u8; 1024]) -> Option<&[u8]> {
     let mut path = [0u8; 32];
     let mut w = &mut path[..];
-    std::io::Write::write_fmt(&mut w, format_args!("/proc/{tid}/stat\0")).ok()?;
+    std::io::Write::write_fmt(&mut w, format_args!("/proc/{tid}/status\0")).ok()?;
     let len = unsafe {
         let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
         if fd < 0 {
@@ -106,23 +105,25 @@ fn read_stat(tid: i32, buf: &mut [u8; 1024]) -> Option<&[u8]> {
     Some(&buf[..len])
 }
 
-/// Field `n` of /proc/<tid>/stat (see `stat_field`); None if the thread is
-/// gone.
-fn proc_stat_field(tid: i32, n: usize) -> Option<u64> {
-    stat_field(read_stat(tid, &mut [0; 1024])?, n)
-}
-
 /// Whether thread `tid` is not runnable (blocked, stopped or gone).
 /// rustland does not report blocking, so this is how a CPU whose task went
-/// to sleep gets its next one at once.
+/// to sleep gets its next one at once. Only for a task the agent
+/// dispatched, which is never a kernel thread.
 fn blocked(tid: i32) -> bool {
-    proc_stat_field(tid, 3) != Some(b'R' as u64)
+    not_runnable(read_status(tid, &mut [0; 1024]))
 }
 
-/// When thread `tid` started (field 22, in clock ticks since boot): with the
-/// id, it names one thread, so a reused id is told from the old thread.
-fn start_time(tid: i32) -> Option<u64> {
-    proc_stat_field(tid, 22)
+/// Whether `task` is a kernel thread, read once per thread. A workqueue
+/// worker is one by its name, never read (see `is_kworker`).
+fn kernel_thread(task: &QueuedTask) -> bool {
+    is_kworker(&task.comm.map(|c| c as u8)) || kthread(read_status(task.pid, &mut [0; 1024]))
+}
+
+/// Whether thread `tid` still exists. A signal 0 reads no /proc file and
+/// takes no lock a task the agent schedules could hold.
+fn alive(tid: i32) -> bool {
+    let sent = unsafe { libc::kill(tid, 0) } == 0;
+    sent || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// The CPUs thread `tid` may run on, of the first `nr_cpus` (All if it is
@@ -144,11 +145,9 @@ fn cpu_affinity(tid: i32, nr_cpus: usize) -> Affinity {
 
 /// What the agent knows of a task.
 struct Slot {
-    /// The latest enqueue of the task (its `enq_cnt` must match to dispatch).
+    /// The latest enqueue of the task (its `enq_cnt` must match to dispatch,
+    /// and tells a new thread under the same id: see `new_thread`).
     task: QueuedTask,
-    /// When the thread started: another value under the same id is a new
-    /// thread (see `prune`).
-    start: Option<u64>,
     /// In the model's queues now.
     queued: bool,
     /// Names a live thread (false: its task id was given back).
@@ -267,17 +266,19 @@ impl<'a> Agent<'a> {
             return; // --debug-stall-comm: never run it (the watchdog test)
         }
         let g = match self.pids.get(&task.pid) {
-            Some(&g) => g,
+            Some(&g) => {
+                // A new thread under a known id: the old one's verdict goes.
+                let slot = &mut self.slots[g as usize];
+                if new_thread(slot.task.enq_cnt, task.enq_cnt) {
+                    slot.kthread = kernel_thread(&task);
+                }
+                g
+            }
             None => {
                 let g = self.sched.new_g(Affinity::All);
                 self.pids.insert(task.pid, g);
-                // One read of /proc tells a kernel thread (PF_KTHREAD in the
-                // flags, field 9) and when the thread started (field 22).
-                let mut buf = [0u8; 1024];
-                let stat = read_stat(task.pid, &mut buf).unwrap_or_default();
                 let slot = Slot {
-                    kthread: stat_field(stat, 9).is_some_and(|f| f & PF_KTHREAD != 0),
-                    start: stat_field(stat, 22),
+                    kthread: kernel_thread(&task),
                     task: task.clone(),
                     queued: false,
                     live: true,
@@ -434,13 +435,14 @@ impl<'a> Agent<'a> {
         set_affinity(0..self.nr_cpus);
     }
 
-    /// Forget the threads that exited, and those whose id a new thread
-    /// took: their task ids go back to the model for reuse, so the agent's
-    /// state follows the live threads, not every id it ever saw. Each call
-    /// looks at the next PRUNE_BATCH task ids, round-robin: one /proc read
-    /// each, so that 10,000 parked threads do not cost 10,000 reads at once.
-    /// Only tasks that are neither queued nor dispatched are looked at.
-    /// While tasks wait in the model, a batch at most every PRUNE_EVERY_NS.
+    /// Forget the threads that exited: their task ids go back to the model
+    /// for reuse, so the agent's state follows the live threads, not every
+    /// id it ever saw (an id a new thread took is told at its enqueue, see
+    /// `new_thread`). Each call looks at the next PRUNE_BATCH task ids,
+    /// round-robin: one system call each, so that 10,000 parked threads do
+    /// not cost 10,000 at once. Only tasks that are neither queued nor
+    /// dispatched are looked at. While tasks wait in the model, a batch at
+    /// most every PRUNE_EVERY_NS.
     fn prune(&mut self, now: u64) {
         if now < self.prune_next && self.sched.nr_queued() > 0 {
             return;
@@ -457,7 +459,7 @@ impl<'a> Agent<'a> {
             {
                 continue;
             }
-            if start_time(tid).is_some_and(|t| Some(t) == slot.start) {
+            if alive(tid) {
                 continue;
             }
             self.pids.remove(&tid);
