@@ -79,11 +79,14 @@ emit() { echo "$round $sched $1 $2 $3" >>"$res"; }
 kv() { tr ' ' '\n' </tmp/out.txt | sed -n "s/^$1=//p"; }
 
 # cyclictest's wakeup latency over all its threads, from its JSON histogram
-# (1 us bins; a sample past the histogram counts as the maximum).
+# (1 us bins; a sample past the histogram counts as the maximum). A thread
+# that never woke has "avg": -nan, which is not JSON: it is read as null
+# (in CI's quick benchmark, one user-mode round lost its cyclictest row).
 cyclic_lat() {
 	python3 -c '
-import json, sys
-t = json.load(open("/tmp/ct.json"))["thread"].values()
+import json, re
+text = re.sub(r":\s*-?nan\b", ": null", open("/tmp/ct.json").read())
+t = json.loads(text)["thread"].values()
 lat = sorted((int(us), n) for th in t for us, n in th["histogram"].items())
 mx = max(th["max"] for th in t)
 total = sum(th["cycles"] for th in t)
