@@ -81,7 +81,7 @@ kv() { tr ' ' '\n' </tmp/out.txt | sed -n "s/^$1=//p"; }
 # cyclictest's wakeup latency over all its threads, from its JSON histogram
 # (1 us bins; a sample past the histogram counts as the maximum). A thread
 # that never woke has "avg": -nan, which is not JSON: it is read as null
-# (in CI's quick benchmark, one user-mode round lost its cyclictest row).
+# (a user-mode quick round lost its cyclictest row to it).
 cyclic_lat() {
 	python3 -c '
 import json, re
