@@ -264,13 +264,30 @@ fn lifecycle(mode: &str) {
     assert_eq!(kv(out, "unit_after"), Some("disabled"), "{out}");
 }
 
+/// The guest's stdout, once its command exited 0.
+fn ok_stdout(r: &Run) -> &str {
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    &r.stdout
+}
+
+/// Each `key=value` the guest must have printed.
+fn assert_kvs(out: &str, want: &[(&str, &str)]) {
+    for &(key, value) in want {
+        assert_eq!(kv(out, key), Some(value), "{key} in:\n{out}");
+    }
+}
+
 fn survival(mode: &str) {
     let r = guest(&[], "survival.sh", &[mode]);
-    let out = &r.stdout;
-    assert_eq!(r.code, 0, "stdout:\n{out}\nstderr:\n{}", r.stderr);
-    assert_eq!(kv(out, "stress_exit"), Some("0"), "{out}");
-    assert_eq!(kv(out, "state_after_stress"), Some("enabled"), "{out}");
-    assert_eq!(kv(out, "gmp_exit"), Some("0"), "{out}");
+    let out = ok_stdout(&r);
+    assert_kvs(
+        out,
+        &[
+            ("stress_exit", "0"),
+            ("state_after_stress", "enabled"),
+            ("gmp_exit", "0"),
+        ],
+    );
     assert_not_ejected(out, &["(unregistered from user space)"]);
     assert!(stats(out).steal_ok > 0, "{out}");
 }
@@ -280,10 +297,8 @@ fn survival(mode: &str) {
 /// there and waited, for a kernel mutex, on a reader only it could run.
 fn proc_readers(mode: &str) {
     let r = guest(&["--cpus", "4"], "procread.sh", &[mode]);
-    let out = &r.stdout;
-    assert_eq!(r.code, 0, "stdout:\n{out}\nstderr:\n{}", r.stderr);
-    assert_eq!(kv(out, "state_after_reads"), Some("enabled"), "{out}");
-    assert_eq!(kv(out, "gmp_exit"), Some("0"), "{out}");
+    let out = ok_stdout(&r);
+    assert_kvs(out, &[("state_after_reads", "enabled"), ("gmp_exit", "0")]);
     assert_not_ejected(out, &["(unregistered from user space)"]);
 }
 
@@ -343,24 +358,32 @@ fn rules(mode: &str) {
 /// workload finishes, nothing of scx_gmp is left, and it loads again.
 fn killed(mode: &str) {
     let r = guest(&[], "kill.sh", &[&gmp_load(), mode]);
-    let out = &r.stdout;
-    assert_eq!(r.code, 0, "stdout:\n{out}\nstderr:\n{}", r.stderr);
-    assert_eq!(kv(out, "state_after_kill"), Some("disabled"), "{out}");
-    assert_eq!(kv(out, "left_running"), Some("0"), "{out}");
-    assert_eq!(kv(out, "fanout_exit"), Some("0"), "{out}");
-    assert_eq!(kv(out, "reloaded"), Some("enabled"), "{out}");
-    assert_eq!(kv(out, "gmp_exit"), Some("0"), "{out}");
+    let out = ok_stdout(&r);
+    assert_kvs(
+        out,
+        &[
+            ("state_after_kill", "disabled"),
+            ("left_running", "0"),
+            ("fanout_exit", "0"),
+            ("reloaded", "enabled"),
+            ("gmp_exit", "0"),
+        ],
+    );
 }
 
 /// A task the scheduler never runs: the watchdog ejects it, the task runs
 /// under EEVDF, and scx_gmp says why and exits 1.
 fn watchdog(mode: &str) {
     let r = guest(&[], "watchdog.sh", &[mode]);
-    let out = &r.stdout;
-    assert_eq!(r.code, 0, "stdout:\n{out}\nstderr:\n{}", r.stderr);
-    assert_eq!(kv(out, "gmp_exit"), Some("1"), "{out}");
-    assert_eq!(kv(out, "state_after"), Some("disabled"), "{out}");
-    assert_eq!(kv(out, "stalled_task_finished"), Some("yes"), "{out}");
+    let out = ok_stdout(&r);
+    assert_kvs(
+        out,
+        &[
+            ("gmp_exit", "1"),
+            ("state_after", "disabled"),
+            ("stalled_task_finished", "yes"),
+        ],
+    );
     let reason = out
         .lines()
         .find(|l| l.starts_with("reason: "))
@@ -507,8 +530,7 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
             .unwrap_or_else(|| panic!("no trace {name} in:\n{}", r.stdout));
         let rest = &r.stdout[start + 1..];
         let out = &rest[..rest.find("== trace").unwrap_or(rest.len())];
-        assert_eq!(kv(out, "workload_exit"), Some("0"), "{out}");
-        assert_eq!(kv(out, "gmp_exit"), Some("0"), "{out}");
+        assert_kvs(out, &[("workload_exit", "0"), ("gmp_exit", "0")]);
         let summary = out
             .lines()
             .find(|l| l.starts_with("checked "))
