@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use libbpf_rs::OpenObject;
+use libbpf_rs::{MapCore, MapFlags, OpenObject};
 use scx_stats::prelude::*;
 use scx_utils::UserExitInfo;
 
@@ -32,7 +32,7 @@ use scx_gmp::bpf_intf::gmp_consts_GMP_TIMEOUT_MS as GMP_TIMEOUT_MS;
 use scx_gmp::cli::{version, AgentOpts, PolicyOpts, RESTART_EXIT};
 use scx_gmp::load::{check_interval, exit_code, init_log, preflight};
 use scx_gmp::model::{Affinity, Params, Sched, G};
-use scx_gmp::procstat::{is_kworker, kthread, new_thread, not_runnable};
+use scx_gmp::procstat::{is_kworker, new_thread};
 use scx_gmp::stats::{server_data, Metrics};
 
 /// scx_gmp-user: the Go runtime's G-M-P policy applied from user space.
@@ -84,39 +84,44 @@ fn finish_head(q: &mut VecDeque<(G, u64)>, now: u64) {
     }
 }
 
-/// The first `buf.len()` bytes of /proc/<tid>/status (the lines this
-/// agent reads come first); None if the thread is gone. Never for a
-/// workqueue worker (see `is_kworker`). No heap allocation: this runs in the
-/// scheduling loop, which must never wait for the allocator's lock (see
-/// `launch_stats`).
-fn read_status(tid: i32, buf: &mut [u8; 1024]) -> Option<&[u8]> {
-    let mut path = [0u8; 32];
-    let mut w = &mut path[..];
-    std::io::Write::write_fmt(&mut w, format_args!("/proc/{tid}/status\0")).ok()?;
-    let len = unsafe {
-        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return None;
-        }
-        let len = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-        libc::close(fd);
-        usize::try_from(len).ok()?
-    };
-    Some(&buf[..len])
+/// What rustland's BPF layer last recorded of a task (its `task_ctx`
+/// storage): when it last started and last stopped running (ns).
+fn run_times(bpf: &BpfScheduler, tid: i32) -> Option<(u64, u64)> {
+    // PIDFD_THREAD (O_EXCL): a pidfd for any thread, not only a leader.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid, libc::O_EXCL) } as i32;
+    if fd < 0 {
+        return None;
+    }
+    let value = bpf
+        .skel
+        .maps
+        .task_ctx_stor
+        .lookup(&fd.to_ne_bytes(), MapFlags::ANY);
+    unsafe { libc::close(fd) };
+    let value = value.ok()??;
+    let u64_at = |i: usize| Some(u64::from_ne_bytes(value.get(i..i + 8)?.try_into().ok()?));
+    Some((u64_at(0)?, u64_at(8)?))
 }
 
-/// Whether thread `tid` is not runnable (blocked, stopped or gone).
-/// rustland does not report blocking, so this is how a CPU whose task went
-/// to sleep gets its next one at once. Only for a task the agent
-/// dispatched, which is never a kernel thread.
-fn blocked(tid: i32) -> bool {
-    not_runnable(read_status(tid, &mut [0; 1024]))
+/// Whether `task`, dispatched from this enqueue, has run since and stopped
+/// without coming back to the agent: it blocked or exited. rustland does
+/// not report blocking, so this is how a CPU whose task went to sleep gets
+/// its next one at once. It reads the BPF layer's own record, never /proc:
+/// the agent must never sleep on a lock that a task it has not run yet may
+/// hold, and reading another task's /proc files can (see README, "Two
+/// modes").
+fn blocked(bpf: &BpfScheduler, task: &QueuedTask) -> bool {
+    match run_times(bpf, task.pid) {
+        Some((start, stop)) => start > task.start_ts && stop >= start,
+        None => true, // gone
+    }
 }
 
-/// Whether `task` is a kernel thread, read once per thread. A workqueue
-/// worker is one by its name, never read (see `is_kworker`).
+/// Whether `task` is a kernel thread the agent runs in place: a workqueue
+/// worker, by its name. Other kernel threads are queued like goroutines
+/// (per-CPU ones never reach the agent: the BPF layer runs them).
 fn kernel_thread(task: &QueuedTask) -> bool {
-    is_kworker(&task.comm.map(|c| c as u8)) || kthread(read_status(task.pid, &mut [0; 1024]))
+    is_kworker(&task.comm.map(|c| c as u8))
 }
 
 /// Whether thread `tid` still exists. A signal 0 reads no /proc file and
@@ -386,7 +391,9 @@ impl<'a> Agent<'a> {
         // /proc read per CPU.
         for q in &mut self.inflight {
             let Some(&(g, at)) = q.front() else { continue };
-            if now.saturating_sub(at) < self.slice_ns && !blocked(self.slots[g as usize].task.pid) {
+            if now.saturating_sub(at) < self.slice_ns
+                && !blocked(&self.bpf, &self.slots[g as usize].task)
+            {
                 continue;
             }
             finish_head(q, now);
