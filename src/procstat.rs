@@ -19,15 +19,6 @@ pub fn is_kworker(comm: &[u8]) -> bool {
     comm.starts_with(b"kworker/")
 }
 
-/// Whether an enqueue with counter `enq_cnt` comes from a new thread under
-/// a task id last seen with `seen`. The BPF layer counts each task's
-/// enqueues from 1 and the agent sees every one of them in order, so the
-/// count only grows while the thread lives; a new thread under a reused id
-/// starts again from 1.
-pub fn new_thread(seen: u64, enq_cnt: u64) -> bool {
-    enq_cnt <= seen
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -39,16 +30,5 @@ mod tests {
         assert!(!is_kworker(b"kworkerd"));
         assert!(!is_kworker(b"rcu_preempt"));
         assert!(!is_kworker(b""));
-    }
-
-    #[test]
-    fn a_count_that_does_not_grow_is_a_new_thread() {
-        assert!(!new_thread(0, 1), "first sight");
-        assert!(!new_thread(5, 6));
-        assert!(new_thread(5, 1), "the id was reused");
-        assert!(
-            new_thread(5, 5),
-            "the same enqueue twice cannot be one thread"
-        );
     }
 }

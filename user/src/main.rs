@@ -32,7 +32,7 @@ use scx_gmp::bpf_intf::gmp_consts_GMP_TIMEOUT_MS as GMP_TIMEOUT_MS;
 use scx_gmp::cli::{version, AgentOpts, PolicyOpts, RESTART_EXIT};
 use scx_gmp::load::{check_interval, exit_code, init_log, preflight};
 use scx_gmp::model::{Affinity, Params, Sched, G};
-use scx_gmp::procstat::{is_kworker, new_thread};
+use scx_gmp::procstat::is_kworker;
 use scx_gmp::stats::{server_data, Metrics};
 
 /// scx_gmp-user: the Go runtime's G-M-P policy applied from user space.
@@ -150,15 +150,12 @@ fn cpu_affinity(tid: i32, nr_cpus: usize) -> Affinity {
 
 /// What the agent knows of a task.
 struct Slot {
-    /// The latest enqueue of the task (its `enq_cnt` must match to dispatch,
-    /// and tells a new thread under the same id: see `new_thread`).
+    /// The latest enqueue of the task (its `enq_cnt` must match to dispatch).
     task: QueuedTask,
     /// In the model's queues now.
     queued: bool,
     /// Names a live thread (false: its task id was given back).
     live: bool,
-    /// A kernel thread: not a goroutine, run at once (see `enqueue`).
-    kthread: bool,
     /// When it was last handed to the agent, and last dispatched (ns, 0:
     /// never), and where: what a stall report says of it.
     enqueued_at: u64,
@@ -271,19 +268,11 @@ impl<'a> Agent<'a> {
             return; // --debug-stall-comm: never run it (the watchdog test)
         }
         let g = match self.pids.get(&task.pid) {
-            Some(&g) => {
-                // A new thread under a known id: the old one's verdict goes.
-                let slot = &mut self.slots[g as usize];
-                if new_thread(slot.task.enq_cnt, task.enq_cnt) {
-                    slot.kthread = kernel_thread(&task);
-                }
-                g
-            }
+            Some(&g) => g,
             None => {
                 let g = self.sched.new_g(Affinity::All);
                 self.pids.insert(task.pid, g);
                 let slot = Slot {
-                    kthread: kernel_thread(&task),
                     task: task.clone(),
                     queued: false,
                     live: true,
@@ -301,7 +290,7 @@ impl<'a> Agent<'a> {
         // Kernel threads are the runtime, not goroutines (Go's sysmon runs
         // without a P): they go straight back to their CPU.
         self.slots[g as usize].enqueued_at = now;
-        if self.slots[g as usize].kthread {
+        if kernel_thread(&task) {
             self.kthread += 1;
             let mut d = DispatchedTask::new(&task);
             d.slice_ns = self.slice_ns;
@@ -388,7 +377,7 @@ impl<'a> Agent<'a> {
         }
         let shared = now < self.shared_until;
         // The head holds the CPU, and the task behind it waits for it: one
-        // /proc read per CPU.
+        // task-storage lookup per CPU.
         for q in &mut self.inflight {
             let Some(&(g, at)) = q.front() else { continue };
             if now.saturating_sub(at) < self.slice_ns
@@ -444,8 +433,8 @@ impl<'a> Agent<'a> {
 
     /// Forget the threads that exited: their task ids go back to the model
     /// for reuse, so the agent's state follows the live threads, not every
-    /// id it ever saw (an id a new thread took is told at its enqueue, see
-    /// `new_thread`). Each call looks at the next PRUNE_BATCH task ids,
+    /// id it ever saw (a new thread under an id it knows needs nothing new:
+    /// each enqueue brings its name and CPUs). Each call looks at the next PRUNE_BATCH task ids,
     /// round-robin: one system call each, so that 10,000 parked threads do
     /// not cost 10,000 at once. Only tasks that are neither queued nor
     /// dispatched are looked at. While tasks wait in the model, a batch at
@@ -519,7 +508,7 @@ impl<'a> Agent<'a> {
             "stalled task {tid} (task id {g}, kthread {}): queued {} ({place}), in flight on {inflight:?}; \
              handed to the agent {} ms ago (enq_cnt {}, cpu {}, {} CPUs allowed), dispatched {} ms ago to CPU {}; \
              {} unsent dispatches",
-            slot.kthread,
+            kernel_thread(&slot.task),
             slot.queued,
             ms(slot.enqueued_at),
             slot.task.enq_cnt,
