@@ -302,6 +302,26 @@ fn proc_readers(mode: &str) {
     assert_not_ejected(out, &["(unregistered from user space)"]);
 }
 
+/// `--stats` into a pipe nobody reads (tests/guest/statspipe.sh): the
+/// user-mode agent once wrote its stats lines from the scheduling loop and,
+/// with the pipe full, waited for a reader that only it could run.
+fn stats_pipe(mode: &str) {
+    let r = guest(&[], "statspipe.sh", &[mode]);
+    let out = ok_stdout(&r);
+    assert_kvs(
+        out,
+        &[
+            ("stress_exit", "0"),
+            ("state_while_full", "enabled"),
+            ("gmp_exit", "0"),
+        ],
+    );
+    assert_not_ejected(out, &["(unregistered from user space)"]);
+    let num = |k: &str| -> u64 { kv(out, k).and_then(|v| v.parse().ok()).unwrap_or(0) };
+    assert!(num("stats_skipped") > 0, "no line skipped: {out}");
+    assert!(num("stats_lines") > 0, "no line written: {out}");
+}
+
 fn rules(mode: &str) {
     let r = guest(&["--cpus", "4"], "rules.sh", &[&gmp_load(), mode]);
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
@@ -429,6 +449,7 @@ fn soak(mode: &str) {
     assert_eq!(kv(out, "hotplug_on"), Some("restarted"), "{out}");
     // The cpuset's fan-out ran on its CPUs only, and on each of them.
     let cpuset = out.lines().find(|l| l.starts_with("cpuset_exit=")).unwrap();
+    eprintln!("soak {mode:?}: {cpuset}");
     let share = shares(cpuset);
     let half = share.len() / 2;
     assert!(
@@ -564,6 +585,11 @@ fn user_mode_survives_scx_ci_stress_ng_run() {
 #[test]
 fn user_mode_survives_proc_readers_beside_cpu_hogs() {
     proc_readers(USER);
+}
+
+#[test]
+fn user_mode_stats_never_wait_for_a_full_stdout() {
+    stats_pipe(USER);
 }
 
 #[test]

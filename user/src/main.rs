@@ -198,6 +198,8 @@ struct Agent<'a> {
     waits_here: bool,
     /// Times the agent stepped off its CPU.
     step_offs: u64,
+    /// `--stats` lines skipped because stdout could block.
+    stats_skipped: u64,
     epoch: Instant,
     per_cpu: Vec<u64>,
 }
@@ -252,6 +254,7 @@ impl<'a> Agent<'a> {
             here: 0,
             waits_here: false,
             step_offs: 0,
+            stats_skipped: 0,
             epoch: Instant::now(),
             per_cpu: vec![0; nr_cpus],
         })
@@ -520,6 +523,25 @@ impl<'a> Agent<'a> {
         );
     }
 
+    /// Print the `--stats` lines, unless stdout could block. Whoever reads
+    /// it (a terminal, a pipe, journald) is a task this agent schedules: if
+    /// it has fallen a buffer behind, a blocking write would wait for a task
+    /// that only this agent can run, and nothing would run again. Those
+    /// lines are skipped and counted instead.
+    fn print_stats(&mut self) {
+        let mut buf = Vec::new();
+        let _ = self.metrics().format(&mut buf);
+        if !writable(libc::STDOUT_FILENO) {
+            self.stats_skipped += 1;
+            return;
+        }
+        // One write for both lines (under PIPE_BUF: a pipe takes it whole).
+        let n = unsafe { libc::write(libc::STDOUT_FILENO, buf.as_ptr().cast(), buf.len()) };
+        if n != buf.len() as isize {
+            self.stats_skipped += 1;
+        }
+    }
+
     fn metrics(&self) -> Metrics {
         let mut m = self.sched.metrics(
             self.epoch.elapsed().as_millis() as u64,
@@ -545,7 +567,7 @@ impl<'a> Agent<'a> {
             self.prune(now);
             if let (Some(at), Some(intv)) = (next_print, stats) {
                 if Instant::now() >= at {
-                    let _ = self.metrics().format(&mut std::io::stdout());
+                    self.print_stats();
                     next_print = Some(at + intv);
                 }
             }
@@ -582,9 +604,11 @@ impl<'a> Agent<'a> {
             *self.bpf.nr_sched_congested_mut(),
         ];
         log::info!(
-            "dispatches deferred on a full ring: {}; steps off its own CPU: {}; rustland user/kernel/bounce/cancel/fail/congested {:?}",
+            "dispatches deferred on a full ring: {}; steps off its own CPU: {}; \
+             stats lines skipped (stdout full): {}; rustland user/kernel/bounce/cancel/fail/congested {:?}",
             self.deferred,
             self.step_offs,
+            self.stats_skipped,
             c
         );
         log::debug!("dispatches per CPU {:?}", self.per_cpu);
@@ -594,6 +618,17 @@ impl<'a> Agent<'a> {
         }
         exit
     }
+}
+
+/// Whether a write of a few hundred bytes to `fd` would not block now.
+fn writable(fd: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    let ready = unsafe { libc::poll(&mut p, 1, 0) };
+    ready == 1 && p.revents & libc::POLLOUT != 0
 }
 
 /// Let this thread run on `cpus` only; the kernel moves it at once if it is
