@@ -20,6 +20,7 @@ use scx_utils::{UserExitInfo, NR_CPU_IDS};
 use crate::bpf_skel::*;
 use scx_gmp::bpf_intf::*;
 use scx_gmp::cli::{AgentOpts, PolicyOpts};
+use scx_gmp::load::await_hotplug;
 use scx_gmp::model::{coprimes, Params};
 use scx_gmp::stats::{server_data, Metrics};
 use scx_gmp::trace::{self, Event};
@@ -256,6 +257,7 @@ pub fn run(
         match exit {
             Ok(uei) if uei.should_restart() && !shutdown.load(Ordering::Relaxed) => {
                 log::info!("the kernel asked for a restart");
+                await_hotplug();
                 if let Some(t) = &trace {
                     t.borrow_mut().line(trace::RESTART)?;
                 }

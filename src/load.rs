@@ -29,6 +29,30 @@ pub fn preflight() -> Result<()> {
     Ok(())
 }
 
+/// Before loading again when the kernel asked for a restart (a CPU went on-
+/// or offline): wait until every CPU hotplug under way has finished. The
+/// kernel asks for the restart from inside the hotplug, and loading a
+/// scheduler before the hotplug ends stalled both: in the soak, the
+/// kernel's enable helper waited in D state for 90 s, no task could fork,
+/// and the kernel ejected the new scheduler for an RCU stall. Reading a
+/// CPU's `online` file waits for that: the kernel reads it under the CPU
+/// device's lock, which a hotplug holds from start to end.
+pub fn await_hotplug() {
+    let Ok(dir) = std::fs::read_dir("/sys/devices/system/cpu") else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let cpu = name.to_string_lossy();
+        let is_cpu = cpu
+            .strip_prefix("cpu")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if is_cpu {
+            let _ = std::fs::read_to_string(entry.path().join("online"));
+        }
+    }
+}
+
 /// `--stats` and `--monitor` intervals: from 0.1 s to an hour.
 pub fn check_interval(name: &str, secs: Option<f64>) -> Result<Option<Duration>> {
     match secs {

@@ -15,7 +15,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 
 use scx_gmp::cli::{Cmd, Mode, Opts, RESTART_EXIT};
-use scx_gmp::load::{check_interval, exit_code, init_log, preflight};
+use scx_gmp::load::{await_hotplug, check_interval, exit_code, init_log, preflight};
 use scx_gmp::{check, sim, stats};
 
 /// scx_gmp's arguments less `--mode`: what scx_gmp-user takes.
@@ -82,6 +82,7 @@ fn supervise_user_mode() -> Result<()> {
         match status.code() {
             Some(RESTART_EXIT) if !stop.load(Ordering::SeqCst) => {
                 log::info!("the kernel asked for a restart: starting scx_gmp-user again");
+                await_hotplug();
             }
             Some(0) | Some(RESTART_EXIT) => return Ok(()),
             // scx_gmp-user said why, in one line.
