@@ -974,9 +974,10 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 			runqput(p, cpu, false, why, enq_flags);
 		else
 			globrunqput(p, why, enq_flags);
-	} else if (may_run(p, cpu)) {
+	} else if (may_run(p, cpu) && !(enq_flags & SCX_ENQ_REENQ)) {
 		runqput(p, cpu, false, GMP_WHY_REQUEUE, enq_flags);
 	} else {
+		/* Or procresize: its CPU went offline (gmp_cpu_offline). */
 		globrunqput(p, GMP_WHY_REQUEUE, enq_flags);
 	}
 	wakep();
@@ -1028,6 +1029,33 @@ void BPF_STRUCT_OPS(gmp_dispatch, s32 cpu, struct task_struct *prev)
 		ev_simple(GMP_EV_KICK, GMP_WHY_RECHECK, cpu, -1, cpu);
 		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 	}
+}
+
+/*
+ * procresize: a CPU went offline, and its P goes with it - Go's procresize
+ * destroys the Ps beyond the new count, and each one's runnext and LRQ go to
+ * the global queue. Here they come back through gmp_enqueue() (flagged
+ * SCX_ENQ_REENQ), which puts them on the GRQ; the kernel moves the tasks in
+ * the CPU's local DSQ. A spinning P stops spinning, or wakep() would wait
+ * for it for good. Handled here, the kernel does not ask the agent to
+ * restart, which would put every task under the kernel's own scheduler in
+ * between: there, under the soak, a preempted SCHED_IDLE task waited 21 s
+ * and stalled RCU (README, "When things go wrong"). Any CPU.
+ */
+void BPF_STRUCT_OPS(gmp_cpu_offline, s32 cpu)
+{
+	struct gmp_cpu *c = cpu_ctx(cpu);
+
+	if (c)
+		stop_spinning(cpu, c);
+	scx_bpf_dsq_reenq(runnext_dsq(cpu), 0);
+	scx_bpf_dsq_reenq(lrq_dsq(cpu), 0);
+	wakep();
+}
+
+/* procresize: a CPU came online; its P starts idle and empty. Any CPU. */
+void BPF_STRUCT_OPS(gmp_cpu_online, s32 cpu)
+{
 }
 
 void BPF_STRUCT_OPS(gmp_running, struct task_struct *p)
@@ -1145,6 +1173,8 @@ SCX_OPS_DEFINE(gmp_ops,
 	       .running = (void *)gmp_running,
 	       .quiescent = (void *)gmp_quiescent,
 	       .yield = (void *)gmp_yield,
+	       .cpu_online = (void *)gmp_cpu_online,
+	       .cpu_offline = (void *)gmp_cpu_offline,
 	       .init_task = (void *)gmp_init_task,
 	       .enable = (void *)gmp_enable,
 	       .disable = (void *)gmp_disable,

@@ -231,7 +231,7 @@ impl<'a> Scheduler<'a> {
 }
 
 /// Schedule until SIGINT/SIGTERM or until the kernel ejects the scheduler;
-/// restart when the kernel asks for it (CPU hotplug, for one).
+/// restart when the kernel asks for it (it handles CPU hotplug itself).
 pub fn run(
     policy: &PolicyOpts,
     agent: &AgentOpts,

@@ -29,12 +29,10 @@ pub fn preflight() -> Result<()> {
     Ok(())
 }
 
-/// Before loading again when the kernel asked for a restart (a CPU went on-
-/// or offline): wait until every CPU hotplug under way has finished. The
-/// kernel asks for the restart from inside the hotplug, and loading a
-/// scheduler before the hotplug ends stalled both: in the soak, the
-/// kernel's enable helper waited in D state for 90 s, no task could fork,
-/// and the kernel ejected the new scheduler for an RCU stall. Reading a
+/// Before loading again when the kernel asked for a restart (in user mode,
+/// a CPU went on- or offline; the BPF mode handles hotplug itself): wait
+/// until every CPU hotplug under way has finished, since the kernel asks
+/// from inside the hotplug and a load then competes with it. Reading a
 /// CPU's `online` file waits for that: the kernel reads it under the CPU
 /// device's lock, which a hotplug holds from start to end.
 pub fn await_hotplug() {

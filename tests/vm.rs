@@ -225,6 +225,16 @@ fn shares(text: &str) -> Vec<f64> {
         .collect()
 }
 
+/// How a mode takes CPU hotplug (tests/guest/lib.sh `hotplug`): the BPF
+/// side handles it in place; rustland's layer asks for a restart.
+fn hotplug_outcome(mode: &str) -> &'static str {
+    if mode == BPF {
+        "kept"
+    } else {
+        "restarted"
+    }
+}
+
 fn lifecycle(mode: &str) {
     let r = guest(&[], "lifecycle.sh", &[mode]);
     let out = &r.stdout;
@@ -253,11 +263,15 @@ fn lifecycle(mode: &str) {
         lines >= 2,
         "--monitor printed {lines} schedtrace lines:\n{out}"
     );
-    // CPU hotplug: the kernel unloads the scheduler, asking for a restart,
-    // and scx_gmp comes back on the new CPU set, each time.
-    assert_eq!(kv(out, "restarted_after_offline"), Some("yes"), "{out}");
-    assert!(out.contains("restarted_after_offline=yes cpus=3"), "{out}");
-    assert!(out.contains("restarted_after_online=yes cpus=4"), "{out}");
+    // CPU hotplug: the BPF mode resizes itself (procresize) and stays
+    // loaded; in user mode the kernel asks for a restart and scx_gmp comes
+    // back on the new CPU set. Either way, each time.
+    let how = hotplug_outcome(mode);
+    assert!(
+        out.contains(&format!("after_offline={how} cpus=3")),
+        "{out}"
+    );
+    assert!(out.contains(&format!("after_online={how} cpus=4")), "{out}");
     // The systemd unit's command line loads it and SIGTERM unloads it.
     assert_eq!(kv(out, "unit_state"), Some("enabled"), "{out}");
     assert_eq!(kv(out, "unit_exit"), Some("0"), "{out}");
@@ -445,8 +459,9 @@ fn soak(mode: &str) {
     ] {
         assert_eq!(num(k), 0, "{k}: {out}");
     }
-    assert_eq!(kv(out, "hotplug_off"), Some("restarted"), "{out}");
-    assert_eq!(kv(out, "hotplug_on"), Some("restarted"), "{out}");
+    let how = hotplug_outcome(mode);
+    assert_eq!(kv(out, "hotplug_off"), Some(how), "{out}");
+    assert_eq!(kv(out, "hotplug_on"), Some(how), "{out}");
     // The cpuset's fan-out ran on its CPUs only, and on each of them.
     let cpuset = out.lines().find(|l| l.starts_with("cpuset_exit=")).unwrap();
     eprintln!("soak {mode:?}: {cpuset}");
@@ -468,6 +483,16 @@ fn soak(mode: &str) {
         "agent RSS grew from {start} to {end} kB"
     );
     assert_eq!(kv(out, "state_after_soak"), Some("enabled"), "{out}");
+    // RCU's warnings that a task it waits for did not run for 21 s (the
+    // kernel ejects the scheduler only if that goes on): reported, not yet
+    // a failure (README, "When things go wrong").
+    let rcu: Vec<&str> = out.lines().filter(|l| l.starts_with("rcu: ")).collect();
+    eprintln!(
+        "soak {mode:?}: {} RCU stall warnings {rcu:#?} (hotplug from {:?} to {:?} s)",
+        num("rcu_stall_warnings"),
+        kv(out, "hotplug_at"),
+        kv(out, "hotplug_done_at")
+    );
     assert_eq!(kv(out, "gmp_exit"), Some("0"), "{out}");
     // Unloads only: by SIGTERM, or by the kernel for the hotplug restarts.
     assert_not_ejected(
@@ -500,23 +525,11 @@ fn user_mode_watchdog_ejection_is_reported() {
 }
 
 #[test]
-#[ignore = "in 1 of 4 runs the kernel ejected the BPF mode with 'RCU CPU stall on CPUs ()' \
-            while it re-enabled after the soak's second CPU hotplug: not yet diagnosed; \
-            run it with `cargo test --test vm -- --ignored`"]
 fn scheduler_soak() {
     soak(BPF);
 }
 
 #[test]
-#[ignore = "user mode does not yet pass the soak: since the agent may run on every CPU \
-            again after a step-off, every workload exits 0, the 10,000-thread fan-out too \
-            (2026-11-23), but its cpuset fan-out (200 threads confined to CPUs 0-1) ran \
-            1.00/0.00 on them, before and after the wake_thief fix that balances it 0.50/0.50 \
-            on a quiet guest: under the soak's load CPU 1 always has work of its own, so by \
-            Go's rules it never steals (not yet resolved). One other run lacked a result key \
-            (not diagnosed). The checks after the cpuset one (memory, ejections) did not \
-            run. Run it with \
-            `cargo test --test vm -- --ignored`"]
 fn user_mode_soak() {
     soak(USER);
 }

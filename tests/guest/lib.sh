@@ -52,3 +52,22 @@ stop_gmp() {
 	grep -A1 '^SCHED ' "$log" | tail -n 2
 	grep -E 'dispatches deferred|stalled task' "$log" || true
 }
+
+# hotplug CPU 0|1 SECS: take CPU offline (0) or bring it online (1) under
+# scx_gmp, and print how the scheduler took it: "kept" (still enabled 5 s
+# later, never reloaded: the BPF mode resizes itself), "restarted" (the
+# kernel asked for a restart and scx_gmp was back within SECS: user mode,
+# on rustland's layer), or "failed".
+hotplug() {
+	local seq0
+	seq0=$(cat /sys/kernel/sched_ext/enable_seq)
+	echo "$2" >"/sys/devices/system/cpu/cpu$1/online"
+	sleep 5
+	if [ "$(cat /sys/kernel/sched_ext/enable_seq)" = "$seq0" ] && [ "$(cat $STATE)" = enabled ]; then
+		echo kept
+	elif wait_enables $((seq0 + 1)) "$3" >/dev/null; then
+		echo restarted
+	else
+		echo failed
+	fi
+}

@@ -1,6 +1,6 @@
 # lifecycle.sh SCX_GMP [ARGS]: load, identify, refuse a second instance and a
-# non-root user, be watched with --monitor, come back after CPU hotplug
-# (the kernel asks for a restart), unload on SIGTERM.
+# non-root user, be watched with --monitor, go on across CPU hotplug (the
+# BPF mode resizes itself; user mode restarts), unload on SIGTERM.
 SCX_GMP=$1
 GMP_ARGS=${2:-}
 . "$(dirname "$0")/lib.sh"
@@ -15,11 +15,8 @@ echo "second_exit=$? second_err=$(cat /tmp/second.err)"
 echo "badarg_exit=$? badarg_err=$(head -1 /tmp/badarg.err)"
 timeout 15 "$SCX_GMP" --monitor 1 >/tmp/mon.out 2>&1
 echo "monitor_lines=$(grep -c '^SCHED ' /tmp/mon.out)"
-seq0=$(cat /sys/kernel/sched_ext/enable_seq)
-echo 0 >/sys/devices/system/cpu/cpu1/online
-wait_enables $((seq0 + 1)) 90 && echo "restarted_after_offline=yes cpus=$(nproc)"
-echo 1 >/sys/devices/system/cpu/cpu1/online
-wait_enables $((seq0 + 2)) 90 && echo "restarted_after_online=yes cpus=$(nproc)"
+echo "after_offline=$(hotplug 1 0 90) cpus=$(nproc)"
+echo "after_online=$(hotplug 1 1 90) cpus=$(nproc)"
 stop_gmp /tmp/gmp.log
 echo "after=$(cat $STATE)"
 # The systemd unit's command line (dist/scx_gmp.service), as systemd would run
