@@ -36,18 +36,9 @@ pub fn preflight() -> Result<()> {
 /// CPU's `online` file waits for that: the kernel reads it under the CPU
 /// device's lock, which a hotplug holds from start to end.
 pub fn await_hotplug() {
-    let Ok(dir) = std::fs::read_dir("/sys/devices/system/cpu") else {
-        return;
-    };
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        let cpu = name.to_string_lossy();
-        let is_cpu = cpu
-            .strip_prefix("cpu")
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-        if is_cpu {
-            let _ = std::fs::read_to_string(entry.path().join("online"));
-        }
+    for cpu in 0..*scx_utils::NR_CPU_IDS {
+        // CPU 0 often has no such file: nothing to wait for there.
+        let _ = std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/online"));
     }
 }
 

@@ -291,10 +291,24 @@ fn assert_kvs(out: &str, want: &[(&str, &str)]) {
     }
 }
 
+/// The number the guest printed as `key=N`.
+fn num(out: &str, key: &str) -> u64 {
+    kv(out, key)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key}= in:\n{out}"))
+}
+
+/// The guest printed each `key=value` in `want`, and scx_gmp was unloaded
+/// only by its SIGTERM, never ejected.
+fn assert_survived(out: &str, want: &[(&str, &str)]) {
+    assert_kvs(out, want);
+    assert_not_ejected(out, &["(unregistered from user space)"]);
+}
+
 fn survival(mode: &str) {
     let r = guest(&[], "survival.sh", &[mode]);
     let out = ok_stdout(&r);
-    assert_kvs(
+    assert_survived(
         out,
         &[
             ("stress_exit", "0"),
@@ -302,7 +316,6 @@ fn survival(mode: &str) {
             ("gmp_exit", "0"),
         ],
     );
-    assert_not_ejected(out, &["(unregistered from user space)"]);
     assert!(stats(out).steal_ok > 0, "{out}");
 }
 
@@ -312,8 +325,7 @@ fn survival(mode: &str) {
 fn proc_readers(mode: &str) {
     let r = guest(&["--cpus", "4"], "procread.sh", &[mode]);
     let out = ok_stdout(&r);
-    assert_kvs(out, &[("state_after_reads", "enabled"), ("gmp_exit", "0")]);
-    assert_not_ejected(out, &["(unregistered from user space)"]);
+    assert_survived(out, &[("state_after_reads", "enabled"), ("gmp_exit", "0")]);
 }
 
 /// `--stats` into a pipe nobody reads (tests/guest/statspipe.sh): the
@@ -322,7 +334,7 @@ fn proc_readers(mode: &str) {
 fn stats_pipe(mode: &str) {
     let r = guest(&[], "statspipe.sh", &[mode]);
     let out = ok_stdout(&r);
-    assert_kvs(
+    assert_survived(
         out,
         &[
             ("stress_exit", "0"),
@@ -330,10 +342,8 @@ fn stats_pipe(mode: &str) {
             ("gmp_exit", "0"),
         ],
     );
-    assert_not_ejected(out, &["(unregistered from user space)"]);
-    let num = |k: &str| -> u64 { kv(out, k).and_then(|v| v.parse().ok()).unwrap_or(0) };
-    assert!(num("stats_skipped") > 0, "no line skipped: {out}");
-    assert!(num("stats_lines") > 0, "no line written: {out}");
+    assert!(num(out, "stats_skipped") > 0, "no line skipped: {out}");
+    assert!(num(out, "stats_lines") > 0, "no line written: {out}");
 }
 
 fn rules(mode: &str) {
@@ -441,15 +451,10 @@ fn soak(mode: &str) {
     let r = guest(&[], "soak.sh", &[&gmp_load(), &secs.to_string(), mode]);
     let out = &r.stdout;
     assert_eq!(r.code, 0, "stdout:\n{out}\nstderr:\n{}", r.stderr);
-    let num = |k: &str| -> u64 {
-        kv(out, k)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {k}= in:\n{out}"))
-    };
     // stress-ng's scheduler class has stressors this guest refuses (e.g.
     // SCHED_DEADLINE): 2 and 3 are its "some failed / no resources" codes.
     // It must finish, not hang (124) or die by a signal.
-    assert!([0, 2, 3].contains(&num("class_exit")), "{out}");
+    assert!([0, 2, 3].contains(&num(out, "class_exit")), "{out}");
     for k in [
         "mix_exit",
         "nice19_exit",
@@ -457,7 +462,7 @@ fn soak(mode: &str) {
         "fan10k_exit",
         "cpuset_exit",
     ] {
-        assert_eq!(num(k), 0, "{k}: {out}");
+        assert_eq!(num(out, k), 0, "{k}: {out}");
     }
     let how = hotplug_outcome(mode);
     assert_eq!(kv(out, "hotplug_off"), Some(how), "{out}");
@@ -476,7 +481,7 @@ fn soak(mode: &str) {
         "not spread over the cpuset: {cpuset}"
     );
     // Flat memory: at most 16 MiB more at the end than near the start.
-    let (start, end) = (num("rss_start_kb"), num("rss_end_kb"));
+    let (start, end) = (num(out, "rss_start_kb"), num(out, "rss_end_kb"));
     eprintln!("soak {mode:?} {secs} s: agent RSS {start} kB near the start, {end} kB at the end");
     assert!(
         end <= start + 16 * 1024,
@@ -489,7 +494,7 @@ fn soak(mode: &str) {
     let rcu: Vec<&str> = out.lines().filter(|l| l.starts_with("rcu: ")).collect();
     eprintln!(
         "soak {mode:?}: {} RCU stall warnings {rcu:#?} (hotplug from {:?} to {:?} s)",
-        num("rcu_stall_warnings"),
+        num(out, "rcu_stall_warnings"),
         kv(out, "hotplug_at"),
         kv(out, "hotplug_done_at")
     );

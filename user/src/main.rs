@@ -529,12 +529,12 @@ impl<'a> Agent<'a> {
     /// that only this agent can run, and nothing would run again. Those
     /// lines are skipped and counted instead.
     fn print_stats(&mut self) {
-        let mut buf = Vec::new();
-        let _ = self.metrics().format(&mut buf);
         if !writable(libc::STDOUT_FILENO) {
             self.stats_skipped += 1;
             return;
         }
+        let mut buf = Vec::new();
+        let _ = self.metrics().format(&mut buf);
         // One write for both lines (under PIPE_BUF: a pipe takes it whole).
         let n = unsafe { libc::write(libc::STDOUT_FILENO, buf.as_ptr().cast(), buf.len()) };
         if n != buf.len() as isize {
