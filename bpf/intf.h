@@ -28,6 +28,8 @@ enum gmp_defaults {
 	GMP_LRQ_CAP_DFL = 256,		/* len(p.runq) */
 	GMP_GLOBAL_EVERY_DFL = 61,	/* schedtick%61 in findRunnable */
 	GMP_STEAL_TRIES_DFL = 4,	/* stealTries */
+	/* Not Go's: the longest a task waits at the GRQ head (README). */
+	GMP_GLOBAL_MAX_WAIT_MS_DFL = 100,
 };
 
 /*
@@ -69,6 +71,10 @@ enum gmp_stat {
 	GMP_STAT_KTHREAD,	/* woken kernel threads run on their CPU directly */
 	GMP_STAT_TRACE_DROPPED,	/* trace events lost: the ring buffer was full */
 	GMP_STAT_HANDOFF,	/* sync wakeups run next on the waker's CPU directly */
+	GMP_STAT_SYSCALL,	/* entersyscall: a real-time or deadline task took a CPU */
+	GMP_STAT_RETAKE,	/* retake: a held CPU's queues were handed off */
+	GMP_STAT_RETAKE_TASKS,	/* tasks those handoffs moved */
+	GMP_STAT_GLOBAL_AGED,	/* GRQ heads taken first for having waited too long */
 	GMP_NR_STATS,
 };
 
@@ -104,6 +110,14 @@ struct gmp_cpu {
 	/* A victim's runnext was left alone for being younger than the grace:
 	 * look again before idling for long. Owner only. */
 	unsigned int young_runnext;
+	/* A higher class (RT, deadline) holds this CPU, Go's P in a syscall,
+	 * from cpu_release to cpu_acquire, or it is offline. Set by the owner
+	 * or procresize; read by any CPU, a hint. */
+	unsigned int held;
+	/* When the CPU was last taken by a higher class (ns). Owner only. */
+	unsigned long long held_at;
+	/* The longest a task waited here from being queued to running (ns). Owner only. */
+	unsigned long long max_wait_ns;
 } __attribute__((aligned(64)));
 
 /*
@@ -144,6 +158,7 @@ enum gmp_why {
 	GMP_WHY_OWNER,		/* kick: work was queued on that CPU */
 	GMP_WHY_AFFINITY,	/* kick: an idle CPU that may run the task */
 	GMP_WHY_RECHECK,	/* kick: itself, to look at a young runnext again */
+	GMP_WHY_HANDOFF,	/* handoffp: from a CPU a real-time task holds, to the GRQ */
 	GMP_NR_WHY,
 };
 
@@ -157,6 +172,7 @@ enum gmp_pick {
 	GMP_PICK_STEAL_RUNNEXT,	/* runqsteal: other's runnext, in round `round` */
 	GMP_PICK_KEEP,		/* nothing queued: the running task goes on */
 	GMP_PICK_HANDOFF,	/* a sync wakeup run next on the waker's CPU directly */
+	GMP_PICK_AGED,		/* the GRQ head, waiting longer than global_max_wait_ns */
 	GMP_NR_PICK,
 };
 

@@ -32,6 +32,8 @@ const volatile u32 global_every = GMP_GLOBAL_EVERY_DFL;
 const volatile u32 steal_tries = GMP_STEAL_TRIES_DFL;
 /* A sync wakeup is handed off as Go's ready() is, not directly (--go-handoff). */
 const volatile bool go_handoff;
+/* The GRQ head waits at most this long (--global-max-wait-ms); 0: Go's rule only. */
+const volatile u64 global_max_wait_ns = (u64)GMP_GLOBAL_MAX_WAIT_MS_DFL * 1000 * 1000;
 const volatile u32 nr_cpus = 1;				/* gomaxprocs */
 const volatile u32 nr_coprimes = 1;			/* randomOrder.coprimes */
 const volatile u32 coprimes[GMP_MAX_CPUS];
@@ -66,6 +68,7 @@ struct task_ctx {
 	bool sync;		/* ... in a sync wakeup: the waker is about to sleep */
 	bool yielded;		/* the slice ended in sched_yield() */
 	bool inherit;		/* dispatched from runnext: keeps the slice */
+	u64 queued_at;		/* when gmp_enqueue() last took it (ns); 0: running */
 };
 
 struct {
@@ -186,6 +189,40 @@ static bool may_run(const struct task_struct *p, s32 cpu)
 static bool is_pinned(const struct task_struct *p)
 {
 	return p->nr_cpus_allowed == 1;
+}
+
+/*
+ * Does a higher class (RT, deadline) hold @cpu (entersyscall), or is it
+ * offline (procresize)? Wakeups that may run elsewhere are not placed there
+ * until it is back. Any CPU.
+ */
+static bool cpu_held(s32 cpu)
+{
+	struct gmp_cpu *c = cpu_ctx(cpu);
+
+	return c && c->held;
+}
+
+/*
+ * A CPU @p may run on that no higher class holds: an idle one if there is
+ * one, else the first from a random start; -1 if every such CPU is held.
+ * Any CPU.
+ */
+static s32 pick_unheld_cpu(const struct task_struct *p)
+{
+	s32 idle = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+	u32 start, k;
+
+	if (idle >= 0)
+		return idle;
+	start = bpf_get_prandom_u32() % nr_cpus;
+	bpf_for(k, 0, nr_cpus) {
+		s32 cpu = (start + k) % nr_cpus;
+
+		if (may_run(p, cpu) && !cpu_held(cpu))
+			return cpu;
+	}
+	return -1;
 }
 
 /* LRQ length as Go counts it: kicked runnext tasks are already at the tail. */
@@ -757,6 +794,71 @@ __hidden bool steal_work(s32 cpu)
 }
 
 /*
+ * handoffp: proc.go handoffp - @victim's CPU is held by a real-time or
+ * deadline task (entersyscall), so its queued work must not wait for it. Go
+ * gives the P, queues and all, to another M; a CPU cannot be handed over, so
+ * its queued tasks go instead: its runnext and LRQ, in order, to the GRQ
+ * tail, which every CPU serves (and, once its head has waited too long,
+ * first: grq_starving). Tasks that may run nowhere else stay. Called by
+ * retake, on any other CPU.
+ */
+__hidden void handoffp(s32 victim)
+{
+	s32 *moved = loop_counter();
+	struct task_struct *p;
+	u32 i;
+
+	if (!moved)
+		return;
+	runnext_flush(victim);
+	runqputslow_flush(victim);
+	*moved = 0;
+	/* runnext, then the LRQ: the order Go's queues would be read in. */
+	bpf_for(i, 0, 2) {
+		u64 dsq = i ? lrq_dsq(victim) : runnext_dsq(victim);
+
+		bpf_for_each(scx_dsq, p, dsq, 0) {
+			if (is_pinned(p))
+				continue;
+			ev_put(GMP_PUT_GRQ, GMP_WHY_HANDOFF, -1, p,
+			       scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) + 1);
+			if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, GMP_DSQ_GRQ, 0))
+				(*moved)++;
+		}
+	}
+	stat_add(GMP_STAT_RETAKE_TASKS, *moved);
+	stat_add(GMP_STAT_GLOBAL_PUT, *moved);
+}
+
+/*
+ * retake: proc.go retake, its syscall half - sysmon hands off a P that has
+ * sat in a syscall for a sysmon tick with work queued. Here a "syscall" is a
+ * real-time or deadline task holding a CPU (entersyscall), whose queues
+ * would otherwise drain only within sched_ext's deadline-server share (50 ms
+ * a second): behind a real-time hog, a preempted task would wait there for
+ * many seconds. Any CPU that schedules acts as sysmon: a CPU held for longer
+ * than a slice (Go's sysmon hands off a P idle in a syscall after 10 ms)
+ * with work queued is handed off to it, and so is what is queued there
+ * later, until the CPU is back. Owner only.
+ */
+static void retake(s32 cpu)
+{
+	u64 now = scx_bpf_now();
+	u32 i;
+
+	bpf_for(i, 0, nr_cpus) {
+		struct gmp_cpu *c = cpu_ctx(i);
+
+		if (!c || i == cpu || !c->held || (s64)(now - c->held_at) < (s64)slice_ns ||
+		    (scx_bpf_dsq_nr_queued(lrq_dsq(i)) <= 0 &&
+		     scx_bpf_dsq_nr_queued(runnext_dsq(i)) <= 0))
+			continue;
+		stat_add(GMP_STAT_RETAKE, 1);
+		handoffp(i);
+	}
+}
+
+/*
  * may_spin: proc.go findRunnable's cap on spinning Ms - a CPU may start
  * looking for work only while 2*nmspinning < the busy CPUs. Any CPU.
  */
@@ -767,6 +869,40 @@ static bool may_spin(void)
 
 	scx_bpf_put_idle_cpumask(idle);
 	return 2 * nmspinning < nr_cpus - npidle;
+}
+
+/* How long the head of DSQ @dsq has waited since gmp_enqueue() took it (ns). */
+static s64 head_wait(u64 dsq, u64 now)
+{
+	struct task_struct *p;
+
+	bpf_for_each(scx_dsq, p, dsq, 0) {
+		struct task_ctx *tctx = task_ctx(p);
+
+		return tctx && tctx->queued_at ? (s64)(now - tctx->queued_at) : 0;
+	}
+	return 0;
+}
+
+/*
+ * Has the GRQ head waited longer than global_max_wait_ns, and longer than
+ * the head of @cpu's LRQ? Then it runs first. Not Go's: Go takes from the
+ * GRQ on every 61st schedtick and when a P's own queues are empty, which
+ * under a deep overload of CPU-bound tasks (each preempted to the GRQ tail)
+ * leaves a task there for tens of seconds: on Linux, a task preempted in an
+ * RCU read-side section then stalls RCU, and the watchdog ejects the
+ * scheduler. Comparing with the LRQ head keeps the LRQ from starving in
+ * turn. Owner only.
+ */
+static bool grq_starving(s32 cpu)
+{
+	u64 now = scx_bpf_now();
+	s64 grq;
+
+	if (!global_max_wait_ns || scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) <= 0)
+		return false;
+	grq = head_wait(GMP_DSQ_GRQ, now);
+	return grq > (s64)global_max_wait_ns && grq >= head_wait(lrq_dsq(cpu), now);
 }
 
 /*
@@ -792,6 +928,15 @@ static bool find_runnable(s32 cpu, struct gmp_cpu *c, bool prev_queued)
 		}
 		/* For the trace: < 0, the GRQ had nothing this CPU may run. */
 		c->seen_tick_grq = len > 0 ? -len : 0;
+	}
+	if (grq_starving(cpu)) {
+		s32 len = scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ);
+
+		if (globrunqget()) {
+			stat_add(GMP_STAT_GLOBAL_AGED, 1);
+			ev_pick(GMP_PICK_AGED, cpu, -1, 1, 1, len, -1);
+			return true;
+		}
 	}
 	if (runqget(cpu, c) || globrunqgetbatch(cpu))
 		return true;
@@ -873,13 +1018,23 @@ s32 BPF_STRUCT_OPS(gmp_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 
 	if (!tctx)
 		return prev_cpu;
-	/* newproc/ready: the waker's (creator's) runnext, if @p may run there. */
-	if (may_run(p, cpu)) {
+	/*
+	 * newproc/ready: the waker's (creator's) runnext, if @p may run there
+	 * and no higher class holds the CPU (the waker is then an RT task or
+	 * an interrupt: entersyscall).
+	 */
+	if (may_run(p, cpu) && !cpu_held(cpu)) {
 		tctx->runnext_cpu = cpu;
 		tctx->sync = wake_flags & SCX_WAKE_SYNC;
 		return cpu;
 	}
 	tctx->runnext_cpu = -1;
+	if (cpu_held(prev_cpu) && !is_pinned(p)) {
+		s32 other = pick_unheld_cpu(p);
+
+		if (other >= 0)
+			return other;
+	}
 	return prev_cpu;
 }
 
@@ -900,7 +1055,7 @@ static bool handoff(struct task_struct *p, s32 cpu, u64 enq_flags)
 	u64 left;
 
 	/* Only into an empty local DSQ: nothing there can be stolen. */
-	if (!c || !tctx || cpu != bpf_get_smp_processor_id() ||
+	if (!c || !tctx || cpu != bpf_get_smp_processor_id() || c->held ||
 	    scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) > 0 ||
 	    scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) > 0)
 		return false;
@@ -929,6 +1084,8 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 
 	if (debug_stalled(p))
 		return;
+	if (tctx && !tctx->queued_at)
+		tctx->queued_at = scx_bpf_now();
 	if (tctx) {
 		waker = tctx->runnext_cpu;
 		tctx->runnext_cpu = -1;
@@ -946,11 +1103,20 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 	 * workers (sched_ext's watchdog among them) would wait for seconds. One
 	 * whose slice ran out is queued by Go's rules like any task: put back in
 	 * the local DSQ each time, a CPU-bound kernel worker would keep that CPU
-	 * from ever reaching its own queues, and the tasks pinned to it.
+	 * from ever reaching its own queues, and the tasks pinned to it. On a
+	 * CPU that a real-time task holds (entersyscall) it would wait for
+	 * sched_ext's deadline-server share: it goes to another CPU it may
+	 * run on that none holds, an idle one if there is one.
 	 */
 	if ((p->flags & PF_KTHREAD) && (enq_flags & SCX_ENQ_WAKEUP)) {
+		if (cpu_held(cpu) && !is_pinned(p)) {
+			s32 other = pick_unheld_cpu(p);
+
+			if (other >= 0)
+				cpu = other;
+		}
 		ev_put(GMP_PUT_KTHREAD, GMP_WHY_WAKE, cpu, p, 0);
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, enq_flags);
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
 		stat_add(GMP_STAT_KTHREAD, 1);
 		kick_if_other(cpu);
 		return;
@@ -974,10 +1140,10 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 			runqput(p, cpu, false, why, enq_flags);
 		else
 			globrunqput(p, why, enq_flags);
-	} else if (may_run(p, cpu) && !(enq_flags & SCX_ENQ_REENQ)) {
+	} else if (may_run(p, cpu) && (!(enq_flags & SCX_ENQ_REENQ) || is_pinned(p))) {
 		runqput(p, cpu, false, GMP_WHY_REQUEUE, enq_flags);
 	} else {
-		/* Or procresize: its CPU went offline (gmp_cpu_offline). */
+		/* Or handed off: retake, or procresize (its CPU went offline). */
 		globrunqput(p, GMP_WHY_REQUEUE, enq_flags);
 	}
 	wakep();
@@ -992,6 +1158,7 @@ void BPF_STRUCT_OPS(gmp_dispatch, s32 cpu, struct task_struct *prev)
 		return;
 	runnext_flush(cpu);
 	runqputslow_flush(cpu);
+	retake(cpu);
 	c->young_runnext = 0;
 	found = find_runnable(cpu, c, prev && (prev->scx.flags & SCX_TASK_QUEUED));
 	if (stop_spinning(cpu, c)) {
@@ -1032,22 +1199,58 @@ void BPF_STRUCT_OPS(gmp_dispatch, s32 cpu, struct task_struct *prev)
 }
 
 /*
- * procresize: a CPU went offline, and its P goes with it - Go's procresize
- * destroys the Ps beyond the new count, and each one's runnext and LRQ go to
- * the global queue. Here they come back through gmp_enqueue() (flagged
- * SCX_ENQ_REENQ), which puts them on the GRQ; the kernel moves the tasks in
- * the CPU's local DSQ. A spinning P stops spinning, or wakep() would wait
- * for it for good. Handled here, the kernel does not ask the agent to
- * restart, which would put every task under the kernel's own scheduler in
- * between: there, under the soak, a preempted SCHED_IDLE task waited 21 s
+ * entersyscall: proc.go entersyscall - a real-time or deadline task took
+ * @cpu, as a blocking syscall takes a P's M: the task it preempted, and any
+ * in its local DSQ, go back to the Go queues; its runnext and LRQ wait until
+ * retake hands them off; and until the CPU is back, wakeups and kernel
+ * threads that may run elsewhere are not placed here (cpu_held). A
+ * stop-class task (a migration) gives the CPU back at once: not a syscall.
+ * Owner only.
+ */
+void BPF_STRUCT_OPS(gmp_cpu_release, s32 cpu, struct scx_cpu_release_args *args)
+{
+	struct gmp_cpu *c = cpu_ctx(cpu);
+
+	if (!c || args->reason == SCX_CPU_PREEMPT_STOP)
+		return;
+	c->held_at = scx_bpf_now();
+	c->held = 1;
+	stat_add(GMP_STAT_SYSCALL, 1);
+	/*
+	 * The tasks in its local DSQ, the one it preempted at their head,
+	 * would run only within the deadline server's share: they come back
+	 * through gmp_enqueue() (SCX_ENQ_REENQ), to the GRQ, or to their own
+	 * LRQ if they may run nowhere else.
+	 */
+	scx_bpf_reenqueue_local();
+}
+
+/* exitsyscall: proc.go exitsyscall - the CPU is back, and its P takes work. Owner only. */
+void BPF_STRUCT_OPS(gmp_cpu_acquire, s32 cpu, struct scx_cpu_acquire_args *args)
+{
+	struct gmp_cpu *c = cpu_ctx(cpu);
+
+	if (c)
+		c->held = 0;
+}
+
+/*
+ * procresize: proc.go procresize, for a P it destroys - @cpu went offline:
+ * the P stops spinning, its runnext and LRQ come back through gmp_enqueue()
+ * (SCX_ENQ_REENQ) to the GRQ tail, the kernel moves the tasks in its local
+ * DSQ, and wakep() finds them a CPU. Handled here, the kernel does not ask
+ * the agent to restart, which would put every task under the kernel's own
+ * scheduler in between: there, under the soak, a preempted task waited 21 s
  * and stalled RCU (README, "When things go wrong"). Any CPU.
  */
 void BPF_STRUCT_OPS(gmp_cpu_offline, s32 cpu)
 {
 	struct gmp_cpu *c = cpu_ctx(cpu);
 
-	if (c)
+	if (c) {
+		c->held = 1;
 		stop_spinning(cpu, c);
+	}
 	scx_bpf_dsq_reenq(runnext_dsq(cpu), 0);
 	scx_bpf_dsq_reenq(lrq_dsq(cpu), 0);
 	wakep();
@@ -1056,6 +1259,10 @@ void BPF_STRUCT_OPS(gmp_cpu_offline, s32 cpu)
 /* procresize: a CPU came online; its P starts idle and empty. Any CPU. */
 void BPF_STRUCT_OPS(gmp_cpu_online, s32 cpu)
 {
+	struct gmp_cpu *c = cpu_ctx(cpu);
+
+	if (c)
+		c->held = 0;
 }
 
 void BPF_STRUCT_OPS(gmp_running, struct task_struct *p)
@@ -1066,6 +1273,13 @@ void BPF_STRUCT_OPS(gmp_running, struct task_struct *p)
 	if (!c)
 		return;
 	stop_spinning(bpf_get_smp_processor_id(), c);
+	if (tctx && tctx->queued_at) {
+		s64 waited = (s64)(scx_bpf_now() - tctx->queued_at);
+
+		if (waited > (s64)c->max_wait_ns)
+			c->max_wait_ns = waited;
+		tctx->queued_at = 0;
+	}
 	if (tctx)
 		tctx->yielded = false;
 	if (tctx && tctx->inherit) {
@@ -1175,6 +1389,8 @@ SCX_OPS_DEFINE(gmp_ops,
 	       .yield = (void *)gmp_yield,
 	       .cpu_online = (void *)gmp_cpu_online,
 	       .cpu_offline = (void *)gmp_cpu_offline,
+	       .cpu_release = (void *)gmp_cpu_release,
+	       .cpu_acquire = (void *)gmp_cpu_acquire,
 	       .init_task = (void *)gmp_init_task,
 	       .enable = (void *)gmp_enable,
 	       .disable = (void *)gmp_disable,

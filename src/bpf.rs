@@ -91,7 +91,7 @@ impl<'a> Scheduler<'a> {
     fn init(
         params: &Params,
         agent: &AgentOpts,
-        go_handoff: bool,
+        policy: &PolicyOpts,
         tracing: bool,
         open_object: &'a mut MaybeUninit<OpenObject>,
     ) -> Result<Self> {
@@ -127,7 +127,8 @@ impl<'a> Scheduler<'a> {
         rodata.global_every = params.global_every;
         rodata.steal_tries = params.steal_tries;
         rodata.trace_on = tracing;
-        rodata.go_handoff = go_handoff;
+        rodata.go_handoff = policy.go_handoff;
+        rodata.global_max_wait_ns = policy.global_max_wait_ms * 1_000_000;
         rodata.nr_cpus = nr_cpus as u32;
         let cp = coprimes(nr_cpus as u32);
         rodata.nr_coprimes = cp.len() as u32;
@@ -142,7 +143,11 @@ impl<'a> Scheduler<'a> {
         log::info!(
             "scx_gmp {} scheduling {nr_cpus} CPUs: {params}{}",
             scx_gmp::cli::version(),
-            if go_handoff { ", Go's hand-off" } else { "" }
+            if policy.go_handoff {
+                ", Go's hand-off"
+            } else {
+                ""
+            }
         );
         Ok(Self {
             skel,
@@ -174,6 +179,7 @@ impl<'a> Scheduler<'a> {
         for c in &bss.cpus[..self.nr_cpus] {
             let kicked = (c.snap_runnext - 1).max(0);
             m.lrq.push((c.snap_lrq.max(0) + kicked) as u64);
+            m.max_wait_us = m.max_wait_us.max(c.max_wait_ns / 1000);
             for (s, v) in sum.iter_mut().zip(c.stats.iter()) {
                 *s += v;
             }
@@ -245,13 +251,7 @@ pub fn run(
     };
     let mut open_object = MaybeUninit::uninit();
     let result = loop {
-        let mut sched = Scheduler::init(
-            &params,
-            agent,
-            policy.go_handoff,
-            trace.is_some(),
-            &mut open_object,
-        )?;
+        let mut sched = Scheduler::init(&params, agent, policy, trace.is_some(), &mut open_object)?;
         let exit = sched.run(&shutdown, trace.as_ref());
         drop(sched);
         match exit {

@@ -63,6 +63,8 @@ pub struct Report {
     pub kthread_puts: usize,
     pub kept_prev: usize,
     pub handoffs: usize,
+    /// GRQ heads taken first for their wait (`--global-max-wait-ms`; not Go's).
+    pub aged: usize,
     pub late_moves: usize,
     pub recheck_kicks: usize,
 }
@@ -101,8 +103,8 @@ impl std::fmt::Display for Report {
         )?;
         write!(
             f,
-            "differs from Go on purpose: {} kernel threads run directly, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves, {} re-checks of a young runnext",
-            self.kthread_puts, self.kept_prev, self.handoffs, self.late_moves, self.recheck_kicks
+            "differs from Go on purpose: {} kernel threads run directly, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves, {} re-checks of a young runnext, {} global queue heads run for their wait",
+            self.kthread_puts, self.kept_prev, self.handoffs, self.late_moves, self.recheck_kicks, self.aged
         )
     }
 }
@@ -324,7 +326,8 @@ impl Checker {
             );
         }
         // tick_grq: the GRQ as the tick check saw it (< 0: none may run here).
-        if from != gmp_pick_GMP_PICK_TICK && tick_due && e.tick_grq > 0 {
+        let from_grq = from == gmp_pick_GMP_PICK_TICK || from == gmp_pick_GMP_PICK_AGED;
+        if !from_grq && tick_due && e.tick_grq > 0 {
             self.violation(
                 i,
                 e.cpu,
@@ -432,6 +435,7 @@ impl Checker {
             }
             gmp_pick_GMP_PICK_KEEP => self.report.kept_prev += 1,
             gmp_pick_GMP_PICK_HANDOFF => self.report.handoffs += 1,
+            gmp_pick_GMP_PICK_AGED => self.report.aged += 1,
             _ => {}
         }
     }

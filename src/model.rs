@@ -129,6 +129,14 @@ impl Affinity {
         Affinity::Set(v)
     }
 
+    /// Exactly one P: the task is pinned (Go's G locked to its M).
+    pub fn single(&self) -> bool {
+        match self {
+            Affinity::All => false,
+            Affinity::Set(v) => v.iter().map(|w| w.count_ones()).sum::<u32>() == 1,
+        }
+    }
+
     pub fn allows(&self, p: usize) -> bool {
         match self {
             Affinity::All => true,
@@ -639,6 +647,40 @@ impl Sched {
         self.pidle.retain(|&x| x != p);
     }
 
+    /// `p`'s runnext and then its LRQ, in order, to the global queue tail,
+    /// but for the tasks that `keep` keeps, which stay in its LRQ.
+    fn queues_to_global(&mut self, p: usize, keep: impl Fn(&Self, G) -> bool) {
+        let pp = &mut self.ps[p];
+        let mut queued: Vec<G> = pp.runnext.take().into_iter().collect();
+        while let Some(g) = pp.runq.pop_front() {
+            queued.push(g);
+        }
+        for g in queued {
+            if keep(self, g) {
+                self.ps[p].runq.push_back(g);
+            } else {
+                self.globrunqput(g);
+            }
+        }
+    }
+
+    /// proc.go handoffp, as sysmon's `retake` calls it: `p`'s CPU is held by
+    /// a real-time task (a P whose M is in a system call), so its queued
+    /// work must not wait for it. Go hands the P itself to another M; a CPU
+    /// cannot be handed over, so its tasks go to the global queue instead,
+    /// except those that may run on `p` only. Executed by any other P.
+    pub fn handoffp(&mut self, p: usize) {
+        self.queues_to_global(p, |s, g| s.affinity[g as usize].single());
+    }
+
+    /// proc.go procresize, for a P it destroys: `p`'s CPU went offline. It
+    /// stops spinning and its queued tasks go to the global queue (Go puts
+    /// them at the head; sched_ext's re-enqueue appends). Any P.
+    pub fn procresize(&mut self, p: usize) {
+        self.stop_spinning(p);
+        self.queues_to_global(p, |_, _| false);
+    }
+
     /// proc.go resetspinning: `p` stops spinning.
     fn stop_spinning(&mut self, p: usize) -> bool {
         if !self.ps[p].spinning {
@@ -951,6 +993,34 @@ mod tests {
         s.stop_spinning(0);
         assert_eq!(s.wakep(), None, "P1 is offline, P0 is taken");
         assert_eq!(s.npidle, 1, "an offline P counts as idle, not busy");
+    }
+
+    #[test]
+    fn procresize_moves_runnext_then_the_lrq_to_the_global_tail() {
+        let mut s = busy(2);
+        let gs: Vec<G> = (0..4).map(|_| s.new_g(Affinity::All)).collect();
+        s.globrunqput(gs[0]);
+        s.runqput(1, gs[1], false, 0);
+        s.runqput(1, gs[2], false, 0);
+        s.runqput(1, gs[3], true, 0);
+        s.procresize(1);
+        assert_eq!(Vec::from(s.runq.clone()), vec![gs[0], gs[3], gs[1], gs[2]]);
+        assert!(s.ps[1].runq.is_empty() && s.ps[1].runnext.is_none());
+    }
+
+    #[test]
+    fn handoffp_keeps_only_the_tasks_pinned_to_the_held_p() {
+        let mut s = busy(2);
+        let free = s.new_g(Affinity::All);
+        let pinned = s.new_g(Affinity::only(&[1]));
+        let pair = s.new_g(Affinity::only(&[0, 1]));
+        s.runqput(1, pinned, false, 0);
+        s.runqput(1, free, false, 0);
+        s.runqput(1, pair, true, 0);
+        s.handoffp(1);
+        assert_eq!(Vec::from(s.runq.clone()), vec![pair, free]);
+        assert_eq!(s.ps[1].runq.iter().collect::<Vec<_>>(), vec![pinned]);
+        assert!(s.ps[1].runnext.is_none());
     }
 
     #[test]

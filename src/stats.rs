@@ -38,6 +38,8 @@ macro_rules! counters {
             pub runqueue: u64,
             #[stat(desc = "Local run queue length of each CPU")]
             pub lrq: Vec<u64>,
+            #[stat(desc = "BPF mode: the longest any task waited from being queued to running, in microseconds, since the start")]
+            pub max_wait_us: u64,
             $(#[stat(desc = $desc)] pub $field: u64,)*
         }
 
@@ -80,6 +82,10 @@ counters! {
     kthread = gmp_stat_GMP_STAT_KTHREAD, "" "kthread", "Woken kernel threads run on their CPU, outside the Go queues";
     trace_dropped = gmp_stat_GMP_STAT_TRACE_DROPPED, "" "trace-dropped", "Trace events lost to a full ring buffer (--trace)";
     handoffs = gmp_stat_GMP_STAT_HANDOFF, "" "handoff", "Sync wakeups run next on the waker's CPU directly (not --go-handoff)";
+    syscalls = gmp_stat_GMP_STAT_SYSCALL, "" "syscall", "A real-time or deadline task took a CPU (Go: its P entered a syscall)";
+    retakes = gmp_stat_GMP_STAT_RETAKE, "retake" "cpus", "Times a CPU held by a real-time task had its queues handed to the global queue (handoffp)";
+    retake_tasks = gmp_stat_GMP_STAT_RETAKE_TASKS, "retake" "tasks", "Tasks those handoffs moved";
+    global_aged = gmp_stat_GMP_STAT_GLOBAL_AGED, "" "aged", "Global queue heads taken first after waiting --global-max-wait-ms";
 }
 
 impl Metrics {
@@ -118,6 +124,9 @@ impl Metrics {
                 section = Some(sec);
             }
             let _ = write!(s, " {label}={v}");
+        }
+        if self.max_wait_us > 0 {
+            let _ = write!(s, " | max-wait-us={}", self.max_wait_us);
         }
         s
     }

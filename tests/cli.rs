@@ -25,6 +25,8 @@ fn help_explains_every_knob() {
         "--steal-tries",
         "--runnext-grace-us",
         "--min-slice-us",
+        "--go-handoff",
+        "--global-max-wait-ms",
         "--stats",
         "--monitor",
         "--help-stats",
@@ -43,6 +45,8 @@ fn out_of_range_knobs_are_refused() {
         &["--slice-us", "0"],
         &["--steal-tries", "0"],
         &["--global-every", "x"],
+        &["--global-max-wait-ms", "10001"],
+        &["--global-max-wait-ms", "-1"],
     ] {
         let (code, _, err) = scx_gmp(args);
         assert_eq!(code, 2, "{args:?} accepted");
