@@ -71,12 +71,13 @@ pub struct PolicyOpts {
     #[arg(long, global = true)]
     pub go_handoff: bool,
 
-    /// BPF mode: a task that has waited this long at the head of the global
-    /// queue runs next on the next CPU that schedules, in milliseconds. Not
-    /// Go's rule: Go serves the global queue on every 61st schedtick and when
-    /// a P's own queues are empty, so under a deep overload of CPU-bound
-    /// tasks a preempted task can wait there for tens of seconds, which on
-    /// Linux stalls RCU and the kernel's watchdog. 0: Go's rule only.
+    /// BPF mode: once the task at the head of the global queue has waited
+    /// this long, in milliseconds, and longer than the head of a CPU's own
+    /// LRQ, that CPU runs it first. Not Go's rule: Go serves the global
+    /// queue on every 61st schedtick and when a P's own queues are empty, so
+    /// under a deep overload of CPU-bound tasks a preempted task can wait
+    /// there for tens of seconds, which on Linux stalls RCU and trips the
+    /// kernel's watchdog. 0: Go's rule only.
     #[arg(long, global = true, default_value_t = gmp_defaults_GMP_GLOBAL_MAX_WAIT_MS_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     pub global_max_wait_ms: u64,
 }
