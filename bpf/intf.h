@@ -111,8 +111,8 @@ struct gmp_cpu {
 	 * look again before idling for long. Owner only. */
 	unsigned int young_runnext;
 	/* A higher class (RT, deadline) holds this CPU, Go's P in a syscall,
-	 * from cpu_release to cpu_acquire, or it is offline. Set by the owner
-	 * or procresize; read by any CPU, a hint. */
+	 * from cpu_release to cpu_acquire, or it is offline. Changed only by
+	 * set_held (atomically, with nr_held); read by any CPU, a hint. */
 	unsigned int held;
 	/* When the CPU was last taken by a higher class (ns). Owner only. */
 	unsigned long long held_at;

@@ -58,6 +58,7 @@ struct gmp_cpu cpus[GMP_MAX_CPUS];
 
 /* Global state, read by the agent. */
 u64 nmspinning;		/* sched.nmspinning */
+u32 nr_held;		/* CPUs with gmp_cpu.held set: retake looks only if any */
 u64 nr_tasks;		/* tasks managed by scx_gmp (Go's threads) */
 u64 runnext_seq;	/* orders runnext: newest first */
 s32 snap_grq;		/* GRQ length, filled by snapshot() */
@@ -203,26 +204,36 @@ static bool cpu_held(s32 cpu)
 	return c && c->held;
 }
 
-/*
- * A CPU @p may run on that no higher class holds: an idle one if there is
- * one, else the first from a random start; -1 if every such CPU is held.
- * Any CPU.
- */
-static s32 pick_unheld_cpu(const struct task_struct *p)
+/* Mark @c held (@held) or not, keeping nr_held in step. Any CPU. */
+static void set_held(struct gmp_cpu *c, bool held)
 {
-	s32 idle = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+	if (__sync_lock_test_and_set(&c->held, held) != held)
+		__sync_fetch_and_add(&nr_held, held ? 1 : -1);
+}
+
+/*
+ * @cpu, unless a higher class holds it and @p may run elsewhere: then a CPU
+ * @p may run on that none holds, an idle one if there is one, else the
+ * first from a random start (@cpu if every such CPU is held). Any CPU.
+ */
+static s32 unheld_cpu(const struct task_struct *p, s32 cpu)
+{
+	s32 idle;
 	u32 start, k;
 
+	if (!cpu_held(cpu) || is_pinned(p))
+		return cpu;
+	idle = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
 	if (idle >= 0)
 		return idle;
 	start = bpf_get_prandom_u32() % nr_cpus;
 	bpf_for(k, 0, nr_cpus) {
-		s32 cpu = (start + k) % nr_cpus;
+		s32 other = (start + k) % nr_cpus;
 
-		if (may_run(p, cpu) && !cpu_held(cpu))
-			return cpu;
+		if (may_run(p, other) && !cpu_held(other))
+			return other;
 	}
-	return -1;
+	return cpu;
 }
 
 /* LRQ length as Go counts it: kicked runnext tasks are already at the tail. */
@@ -846,6 +857,8 @@ static void retake(s32 cpu)
 	u64 now = scx_bpf_now();
 	u32 i;
 
+	if (!nr_held)
+		return;
 	bpf_for(i, 0, nr_cpus) {
 		struct gmp_cpu *c = cpu_ctx(i);
 
@@ -1029,13 +1042,7 @@ s32 BPF_STRUCT_OPS(gmp_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 		return cpu;
 	}
 	tctx->runnext_cpu = -1;
-	if (cpu_held(prev_cpu) && !is_pinned(p)) {
-		s32 other = pick_unheld_cpu(p);
-
-		if (other >= 0)
-			return other;
-	}
-	return prev_cpu;
+	return unheld_cpu(p, prev_cpu);
 }
 
 /*
@@ -1084,9 +1091,9 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 
 	if (debug_stalled(p))
 		return;
-	if (tctx && !tctx->queued_at)
-		tctx->queued_at = scx_bpf_now();
 	if (tctx) {
+		if (!tctx->queued_at)
+			tctx->queued_at = scx_bpf_now();
 		waker = tctx->runnext_cpu;
 		tctx->runnext_cpu = -1;
 		sync = tctx->sync;
@@ -1109,12 +1116,7 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 	 * run on that none holds, an idle one if there is one.
 	 */
 	if ((p->flags & PF_KTHREAD) && (enq_flags & SCX_ENQ_WAKEUP)) {
-		if (cpu_held(cpu) && !is_pinned(p)) {
-			s32 other = pick_unheld_cpu(p);
-
-			if (other >= 0)
-				cpu = other;
-		}
+		cpu = unheld_cpu(p, cpu);
 		ev_put(GMP_PUT_KTHREAD, GMP_WHY_WAKE, cpu, p, 0);
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
 		stat_add(GMP_STAT_KTHREAD, 1);
@@ -1214,7 +1216,7 @@ void BPF_STRUCT_OPS(gmp_cpu_release, s32 cpu, struct scx_cpu_release_args *args)
 	if (!c || args->reason == SCX_CPU_PREEMPT_STOP)
 		return;
 	c->held_at = scx_bpf_now();
-	c->held = 1;
+	set_held(c, true);
 	stat_add(GMP_STAT_SYSCALL, 1);
 	/*
 	 * The tasks in its local DSQ, the one it preempted at their head,
@@ -1231,7 +1233,7 @@ void BPF_STRUCT_OPS(gmp_cpu_acquire, s32 cpu, struct scx_cpu_acquire_args *args)
 	struct gmp_cpu *c = cpu_ctx(cpu);
 
 	if (c)
-		c->held = 0;
+		set_held(c, false);
 }
 
 /*
@@ -1248,7 +1250,7 @@ void BPF_STRUCT_OPS(gmp_cpu_offline, s32 cpu)
 	struct gmp_cpu *c = cpu_ctx(cpu);
 
 	if (c) {
-		c->held = 1;
+		set_held(c, true);
 		stop_spinning(cpu, c);
 	}
 	scx_bpf_dsq_reenq(runnext_dsq(cpu), 0);
@@ -1262,7 +1264,7 @@ void BPF_STRUCT_OPS(gmp_cpu_online, s32 cpu)
 	struct gmp_cpu *c = cpu_ctx(cpu);
 
 	if (c)
-		c->held = 0;
+		set_held(c, false);
 }
 
 void BPF_STRUCT_OPS(gmp_running, struct task_struct *p)
