@@ -1112,7 +1112,8 @@ static bool rcu_blocked_reader(const struct task_struct *p)
  *   Queued behind a thousand tasks it stalls RCU for the whole machine.
  * On a CPU that a real-time task holds (entersyscall) they would wait for
  * sched_ext's deadline-server share: they go to another CPU they may run
- * on that none holds, an idle one if there is one. Owner only (the CPU
+ * on that none holds, an idle one if there is one; one taken off a held
+ * CPU with nowhere else to go is queued by Go's rules. Owner only (the CPU
  * that queues @p).
  */
 static bool kernel_first(struct task_struct *p, s32 cpu, u64 enq_flags)
@@ -1137,6 +1138,14 @@ static bool kernel_first(struct task_struct *p, s32 cpu, u64 enq_flags)
 		return false;
 	}
 	cpu = unheld_cpu(p, cpu);
+	/*
+	 * Taken off a held CPU that it may not leave: back on that CPU's local
+	 * DSQ, the next real-time preemption would re-enqueue it again, until
+	 * the kernel's re-enqueue limit ejects us. Go's rules keep it in its
+	 * LRQ instead.
+	 */
+	if ((enq_flags & SCX_ENQ_REENQ) && cpu_held(cpu))
+		return false;
 	ev_put(GMP_PUT_DIRECT, why, cpu, p, 0);
 	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice, enq_flags);
 	kick_if_other(cpu);
