@@ -68,14 +68,13 @@ enum gmp_stat {
 	GMP_STAT_IDLE,		/* find_runnable found nothing: the CPU idles */
 	GMP_STAT_KICK,		/* wakep woke an idle CPU */
 	GMP_STAT_SPIN,		/* a CPU started spinning (looking for work) */
-	GMP_STAT_KTHREAD,	/* woken or preempted kernel threads run on a CPU directly */
+	GMP_STAT_KTHREAD,	/* woken kernel threads run on their CPU directly */
 	GMP_STAT_TRACE_DROPPED,	/* trace events lost: the ring buffer was full */
 	GMP_STAT_HANDOFF,	/* sync wakeups run next on the waker's CPU directly */
 	GMP_STAT_SYSCALL,	/* entersyscall: a real-time or deadline task took a CPU */
 	GMP_STAT_RETAKE,	/* retake: a held CPU's queues were handed off */
 	GMP_STAT_RETAKE_TASKS,	/* tasks those handoffs moved */
 	GMP_STAT_GLOBAL_AGED,	/* GRQ heads taken first for having waited too long */
-	GMP_STAT_RCU_READER,	/* tasks preempted in an RCU read-side section, run first */
 	GMP_NR_STATS,
 };
 
@@ -144,7 +143,7 @@ enum gmp_put {
 	GMP_PUT_LRQ,		/* runqput: the LRQ tail */
 	GMP_PUT_GRQ,		/* globrunqput */
 	GMP_PUT_OVERFLOW,	/* runqputslow: the LRQ was full; to the GRQ */
-	GMP_PUT_DIRECT,		/* a kernel thread or RCU reader, on a CPU's local DSQ */
+	GMP_PUT_KTHREAD,	/* a woken kernel thread, on its CPU directly */
 	GMP_NR_PUT,
 };
 
@@ -160,7 +159,6 @@ enum gmp_why {
 	GMP_WHY_AFFINITY,	/* kick: an idle CPU that may run the task */
 	GMP_WHY_RECHECK,	/* kick: itself, to look at a young runnext again */
 	GMP_WHY_HANDOFF,	/* handoffp: from a CPU a real-time task holds, to the GRQ */
-	GMP_WHY_RCU,		/* preempted inside an RCU read-side critical section */
 	GMP_NR_WHY,
 };
 

@@ -1082,76 +1082,6 @@ static bool handoff(struct task_struct *p, s32 cpu, u64 enq_flags)
 	return true;
 }
 
-/*
- * Was @p preempted inside an RCU read-side critical section, and does it
- * hold up the grace period (rcu_note_context_switch() marked it blocked)?
- * Not rcu_read_lock_nesting: this program itself runs under rcu_read_lock(),
- * so for the task that queues itself it always counts one. Any CPU.
- */
-static bool rcu_blocked_reader(const struct task_struct *p)
-{
-	if (!bpf_core_field_exists(p->rcu_read_unlock_special))
-		return false;
-	return BPF_CORE_READ(p, rcu_read_unlock_special.b.blocked);
-}
-
-/*
- * Not Go's: the kernel's own work first (README: "Where Linux differs from
- * Go"). These go onto a CPU's local DSQ directly, ahead of the Go queues:
- * - a kernel thread that was woken, or that a real-time task preempted
- *   (SCX_ENQ_REENQ). Kernel threads are the runtime, not goroutines: like
- *   Go's sysmon, which runs on an M of its own without a P. Behind thousands
- *   of tasks in the Go queues, the kernel's own workers (RCU's grace-period
- *   thread, sched_ext's watchdog) would wait for seconds. One whose slice
- *   ran out is queued by Go's rules like any task: put back in the local
- *   DSQ each time, a CPU-bound kernel worker would keep that CPU from ever
- *   reaching its own queues, and the tasks pinned to it.
- * - any task preempted inside an RCU read-side critical section, at the
- *   head, for min_slice_ns (the next tick, in effect): each grace period
- *   waits for it, and this kernel has no RCU priority boosting to run it.
- *   Queued behind a thousand tasks it stalls RCU for the whole machine.
- * On a CPU that a real-time task holds (entersyscall) they would wait for
- * sched_ext's deadline-server share: they go to another CPU they may run
- * on that none holds, an idle one if there is one; one taken off a held
- * CPU with nowhere else to go is queued by Go's rules. Owner only (the CPU
- * that queues @p).
- */
-static bool kernel_first(struct task_struct *p, s32 cpu, u64 enq_flags)
-{
-	bool kthread = p->flags & PF_KTHREAD;
-	u64 slice = p->scx.slice;
-	u32 why;
-
-	if (rcu_blocked_reader(p)) {
-		why = GMP_WHY_RCU;
-		slice = min_slice_ns;
-		enq_flags |= SCX_ENQ_HEAD;
-		stat_add(GMP_STAT_RCU_READER, 1);
-	} else if (kthread && (enq_flags & SCX_ENQ_WAKEUP)) {
-		why = GMP_WHY_WAKE;
-		slice = slice_ns;
-		stat_add(GMP_STAT_KTHREAD, 1);
-	} else if (kthread && (enq_flags & SCX_ENQ_REENQ) && slice) {
-		why = GMP_WHY_REQUEUE;
-		stat_add(GMP_STAT_KTHREAD, 1);
-	} else {
-		return false;
-	}
-	cpu = unheld_cpu(p, cpu);
-	/*
-	 * Taken off a held CPU that it may not leave: back on that CPU's local
-	 * DSQ, the next real-time preemption would re-enqueue it again, until
-	 * the kernel's re-enqueue limit ejects us. Go's rules keep it in its
-	 * LRQ instead.
-	 */
-	if ((enq_flags & SCX_ENQ_REENQ) && cpu_held(cpu))
-		return false;
-	ev_put(GMP_PUT_DIRECT, why, cpu, p, 0);
-	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice, enq_flags);
-	kick_if_other(cpu);
-	return true;
-}
-
 void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	struct task_ctx *tctx = task_ctx(p);
@@ -1173,8 +1103,26 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 		tctx->inherit = false;	/* a runnext pick that did not run */
 	}
 
-	if (kernel_first(p, cpu, enq_flags))
+	/*
+	 * Kernel threads are the runtime, not goroutines: like Go's sysmon, which
+	 * runs on an M of its own without a P, a woken one runs on its CPU
+	 * directly. Behind thousands of tasks in the Go queues, the kernel's own
+	 * workers (sched_ext's watchdog among them) would wait for seconds. One
+	 * whose slice ran out is queued by Go's rules like any task: put back in
+	 * the local DSQ each time, a CPU-bound kernel worker would keep that CPU
+	 * from ever reaching its own queues, and the tasks pinned to it. On a
+	 * CPU that a real-time task holds (entersyscall) it would wait for
+	 * sched_ext's deadline-server share: it goes to another CPU it may
+	 * run on that none holds, an idle one if there is one.
+	 */
+	if ((p->flags & PF_KTHREAD) && (enq_flags & SCX_ENQ_WAKEUP)) {
+		cpu = unheld_cpu(p, cpu);
+		ev_put(GMP_PUT_KTHREAD, GMP_WHY_WAKE, cpu, p, 0);
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
+		stat_add(GMP_STAT_KTHREAD, 1);
+		kick_if_other(cpu);
 		return;
+	}
 
 	if (waker >= 0 || (enq_flags & SCX_ENQ_WAKEUP)) {
 		bool next;

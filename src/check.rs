@@ -60,7 +60,7 @@ pub struct Report {
     pub worst_wait_ns: u64,
     /// Where the BPF side differs from Go on purpose (README, "Where Linux
     /// differs from Go"): counted, not hidden.
-    pub direct_puts: usize,
+    pub kthread_puts: usize,
     pub kept_prev: usize,
     pub handoffs: usize,
     /// GRQ heads taken first for their wait (`--global-max-wait-ms`; not Go's).
@@ -103,8 +103,8 @@ impl std::fmt::Display for Report {
         )?;
         write!(
             f,
-            "differs from Go on purpose: {} kernel threads and RCU readers run directly, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves, {} re-checks of a young runnext, {} global queue heads run for their wait",
-            self.direct_puts, self.kept_prev, self.handoffs, self.late_moves, self.recheck_kicks, self.aged
+            "differs from Go on purpose: {} kernel threads run directly, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves, {} re-checks of a young runnext, {} global queue heads run for their wait",
+            self.kthread_puts, self.kept_prev, self.handoffs, self.late_moves, self.recheck_kicks, self.aged
         )
     }
 }
@@ -223,7 +223,7 @@ impl Checker {
                 "overflow-only-when-full",
                 format!("runqputslow with an LRQ of {} < cap {cap}", e.n),
             ),
-            gmp_put_GMP_PUT_DIRECT => self.report.direct_puts += 1,
+            gmp_put_GMP_PUT_KTHREAD => self.report.kthread_puts += 1,
             _ => {}
         }
         if e.sub == gmp_put_GMP_PUT_GRQ && e.why == gmp_why_GMP_WHY_RETAKE {

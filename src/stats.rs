@@ -79,14 +79,13 @@ counters! {
     idle = gmp_stat_GMP_STAT_IDLE, "" "idle", "find_runnable found nothing";
     kicks = gmp_stat_GMP_STAT_KICK, "" "kick", "wakep kicks of idle CPUs";
     spins = gmp_stat_GMP_STAT_SPIN, "" "spin", "CPUs that started spinning";
-    kthread = gmp_stat_GMP_STAT_KTHREAD, "" "kthread", "Kernel threads, woken or preempted by a real-time task, run on a CPU directly, outside the Go queues";
+    kthread = gmp_stat_GMP_STAT_KTHREAD, "" "kthread", "Woken kernel threads run on their CPU, outside the Go queues";
     trace_dropped = gmp_stat_GMP_STAT_TRACE_DROPPED, "" "trace-dropped", "Trace events lost to a full ring buffer (--trace)";
     handoffs = gmp_stat_GMP_STAT_HANDOFF, "" "handoff", "Sync wakeups run next on the waker's CPU directly (not --go-handoff)";
     syscalls = gmp_stat_GMP_STAT_SYSCALL, "" "syscall", "A real-time or deadline task took a CPU (Go: its P entered a syscall)";
     retakes = gmp_stat_GMP_STAT_RETAKE, "retake" "cpus", "Times a CPU held by a real-time task had its queues handed to the global queue (handoffp)";
     retake_tasks = gmp_stat_GMP_STAT_RETAKE_TASKS, "retake" "tasks", "Tasks those handoffs moved";
     global_aged = gmp_stat_GMP_STAT_GLOBAL_AGED, "" "aged", "Global queue heads taken first after waiting --global-max-wait-ms";
-    rcu_readers = gmp_stat_GMP_STAT_RCU_READER, "" "rcu", "Tasks preempted inside an RCU read-side section, run next on a CPU directly";
 }
 
 impl Metrics {

@@ -35,7 +35,7 @@ pub const END: &str = "# end";
 const KINDS: [&str; gmp_ev_GMP_NR_EV as usize] = [
     "put", "pick", "run", "sleep", "idle", "spin", "kick", "move",
 ];
-const PUTS: [&str; gmp_put_GMP_NR_PUT as usize] = ["runnext", "lrq", "grq", "overflow", "direct"];
+const PUTS: [&str; gmp_put_GMP_NR_PUT as usize] = ["runnext", "lrq", "grq", "overflow", "kthread"];
 const PICKS: [&str; gmp_pick_GMP_NR_PICK as usize] = [
     "tick",
     "runnext",
@@ -50,7 +50,7 @@ const PICKS: [&str; gmp_pick_GMP_NR_PICK as usize] = [
 const MOVES: [&str; gmp_move_GMP_NR_MOVE as usize] = ["kicked", "overflow", "pending"];
 const WHYS: [&str; gmp_why_GMP_NR_WHY as usize] = [
     "wake", "expire", "yield", "requeue", "retake", "wakep", "owner", "affinity", "recheck",
-    "handoff", "rcu",
+    "handoff",
 ];
 
 /// One decision, as `struct gmp_event` in `bpf/intf.h` describes each field.
