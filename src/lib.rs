@@ -11,7 +11,7 @@ pub mod check;
 pub mod cli;
 pub mod load;
 pub mod model;
-pub mod procstat;
 pub mod sim;
 pub mod stats;
+pub mod threads;
 pub mod trace;

@@ -32,8 +32,8 @@ use scx_gmp::bpf_intf::gmp_consts_GMP_TIMEOUT_MS as GMP_TIMEOUT_MS;
 use scx_gmp::cli::{version, AgentOpts, PolicyOpts, RESTART_EXIT};
 use scx_gmp::load::{check_interval, exit_code, init_log, preflight};
 use scx_gmp::model::{Affinity, Params, Sched, G};
-use scx_gmp::procstat::is_kworker;
 use scx_gmp::stats::{server_data, Metrics};
+use scx_gmp::threads::is_kworker;
 
 /// scx_gmp-user: the Go runtime's G-M-P policy applied from user space.
 ///
