@@ -1255,6 +1255,7 @@ void BPF_STRUCT_OPS(gmp_cpu_offline, s32 cpu)
 	}
 	scx_bpf_dsq_reenq(runnext_dsq(cpu), 0);
 	scx_bpf_dsq_reenq(lrq_dsq(cpu), 0);
+	stat_add(GMP_STAT_PROCRESIZE, 1);
 	wakep();
 }
 
@@ -1265,6 +1266,7 @@ void BPF_STRUCT_OPS(gmp_cpu_online, s32 cpu)
 
 	if (c)
 		set_held(c, false);
+	stat_add(GMP_STAT_PROCRESIZE, 1);
 }
 
 void BPF_STRUCT_OPS(gmp_running, struct task_struct *p)
