@@ -95,9 +95,10 @@ struct gmp_cpu {
 	unsigned long long runnext_at;
 	/* When sysmon retakes a spent slice (ns); 0: not spent. Owner only. */
 	unsigned long long retake_at;
-	/* This CPU is looking for work. Any CPU, atomically (it pairs with
-	 * the global nmspinning). */
-	unsigned int spinning;
+	/* This CPU is looking for work while odd: each start and each stop
+	 * adds one, so the trace can order them (is_spinning()). Any CPU,
+	 * atomically (it pairs with the global nmspinning). */
+	unsigned int spin_seq;
 	/* runqputslow's half-LRQ move is due. Any CPU, atomically. */
 	unsigned int ovf_pending;
 	/* LRQ and runnext DSQ lengths, written by the snapshot program only. */
@@ -194,7 +195,8 @@ struct gmp_event {
 	int cpu;		/* the CPU (P) the decision is about */
 	int pid;		/* the task, or -1 */
 	int other;		/* displaced task, victim CPU, kicker CPU, or -1 */
-	int n;			/* tasks moved, or a queue length after a put */
+	int n;			/* tasks moved, a queue length after a put, or
+				 * a spin's spin_seq after it */
 	int want;		/* tasks the rule asked for */
 	int len;		/* the length the rule was computed from */
 	int seen_runnext;	/* picks and idles: what the CPU saw on entry */

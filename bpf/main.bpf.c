@@ -181,6 +181,19 @@ static __always_inline void ev_simple(u32 kind, u32 sub, s32 cpu, s32 pid, s32 o
 	}
 }
 
+/* Trace @cpu's spinning state changing to spin_seq @seq (odd: started), by @by. */
+static __always_inline void ev_spin(s32 cpu, u32 seq, s32 by)
+{
+	struct gmp_event *e = ev_new(GMP_EV_SPIN, seq & 1, cpu, -1);
+
+	if (e) {
+		e->other = by;
+		e->n = seq;
+		e->nmspinning = nmspinning;
+		ev_send(e);
+	}
+}
+
 static bool may_run(const struct task_struct *p, s32 cpu)
 {
 	return bpf_cpumask_test_cpu(cpu, p->cpus_ptr);
@@ -256,6 +269,32 @@ static void kick_if_other(s32 cpu)
 	}
 }
 
+static bool is_spinning(const struct gmp_cpu *c)
+{
+	return READ_ONCE(c->spin_seq) & 1;
+}
+
+/*
+ * Flip @cpu's spinning state to @start: false if it already was. The trace
+ * records the new spin_seq, so a start and a stop on two CPUs that reach
+ * the ring buffer in the other order are put back in order by the checker.
+ * Any CPU: only a start changes an even spin_seq and only a stop an odd one,
+ * so a lost compare-and-swap means another CPU made this very change.
+ */
+static bool set_spinning(s32 cpu, struct gmp_cpu *c, bool start, s32 by, bool counted)
+{
+	u32 seq = READ_ONCE(c->spin_seq);
+
+	if ((bool)(seq & 1) == start || !__sync_bool_compare_and_swap(&c->spin_seq, seq, seq + 1))
+		return false;
+	if (!start)
+		__sync_fetch_and_sub(&nmspinning, 1);
+	else if (!counted)
+		__sync_fetch_and_add(&nmspinning, 1);
+	ev_spin(cpu, seq + 1, by);
+	return true;
+}
+
 /* wakep: proc.go wakep - wake one idle P to spin, if no P is spinning yet. */
 static void wakep(void)
 {
@@ -273,11 +312,10 @@ static void wakep(void)
 	 * The woken CPU spins on our count. If it already spins on its own
 	 * (find_runnable set its flag first), it has its own count: drop ours.
 	 */
-	if (!c || !__sync_bool_compare_and_swap(&c->spinning, 0, 1)) {
+	if (!c || !set_spinning(cpu, c, true, bpf_get_smp_processor_id(), true)) {
 		__sync_fetch_and_sub(&nmspinning, 1);
 		return;
 	}
-	ev_simple(GMP_EV_SPIN, 1, cpu, -1, bpf_get_smp_processor_id());
 	ev_simple(GMP_EV_KICK, GMP_WHY_WAKEP, cpu, -1, bpf_get_smp_processor_id());
 	stat_add(GMP_STAT_KICK, 1);
 	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
@@ -286,11 +324,7 @@ static void wakep(void)
 /* Leave the spinning state (proc.go resetspinning / the M's spinning=false). */
 static bool stop_spinning(s32 cpu, struct gmp_cpu *c)
 {
-	if (!__sync_lock_test_and_set(&c->spinning, 0))
-		return false;
-	__sync_fetch_and_sub(&nmspinning, 1);
-	ev_simple(GMP_EV_SPIN, 0, cpu, -1, cpu);
-	return true;
+	return set_spinning(cpu, c, false, cpu, false);
 }
 
 /*
@@ -299,11 +333,9 @@ static bool stop_spinning(s32 cpu, struct gmp_cpu *c)
  */
 static bool start_spinning(s32 cpu, struct gmp_cpu *c)
 {
-	if (!__sync_bool_compare_and_swap(&c->spinning, 0, 1))
+	if (!set_spinning(cpu, c, true, cpu, false))
 		return false;
-	__sync_fetch_and_add(&nmspinning, 1);
 	stat_add(GMP_STAT_SPIN, 1);
-	ev_simple(GMP_EV_SPIN, 1, cpu, -1, cpu);
 	return true;
 }
 
@@ -961,9 +993,9 @@ static bool find_runnable(s32 cpu, struct gmp_cpu *c, bool prev_queued)
 	if (prev_queued)
 		return false;
 
-	if (!c->spinning && may_spin())
+	if (!is_spinning(c) && may_spin())
 		start_spinning(cpu, c);
-	return c->spinning && steal_work(cpu);
+	return is_spinning(c) && steal_work(cpu);
 }
 
 /*

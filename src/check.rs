@@ -14,7 +14,7 @@
 // The bindgen names of bpf/intf.h's enums are matched on as they are.
 #![allow(non_upper_case_globals)]
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 
 use anyhow::{bail, Context, Result};
@@ -123,6 +123,8 @@ struct Queued {
 #[derive(Default, Clone, Copy)]
 struct Cpu {
     spinning: bool,
+    /// The last spin_seq applied: odd while spinning.
+    spin_seq: i32,
     /// An overflow's half-move is due (runqputslow).
     overflow_due: bool,
     /// A runnext task was retaken to the GRQ since this CPU's last pick.
@@ -141,12 +143,20 @@ struct Checker {
     /// the GRQ (the last slot).
     count: Vec<usize>,
     cpus: Vec<Cpu>,
+    /// Each CPU's spin changes that reached the ring buffer before an
+    /// earlier one (by spin_seq), with their event index.
+    spins_ahead: Vec<BTreeMap<i32, usize>>,
 }
+
+/// Spin changes one CPU may have waiting for an earlier one before the
+/// earlier one counts as missing.
+const SPINS_AHEAD_MAX: usize = 64;
 
 impl Checker {
     fn new(p: Params) -> Self {
         Self {
             cpus: vec![Cpu::default(); p.nprocs],
+            spins_ahead: vec![BTreeMap::new(); p.nprocs],
             count: vec![0; p.nprocs + 1],
             p,
             report: Report::default(),
@@ -173,6 +183,7 @@ impl Checker {
         self.queued.clear();
         self.count = vec![0; self.p.nprocs + 1];
         self.cpus = vec![Cpu::default(); self.p.nprocs];
+        self.spins_ahead = vec![BTreeMap::new(); self.p.nprocs];
     }
 
     fn event(&mut self, i: usize, e: &Event) {
@@ -458,20 +469,12 @@ impl Checker {
         }
     }
 
-    /// The spinning flag and nmspinning change together.
+    /// The spinning flag and nmspinning change together, one start and one
+    /// stop at a time. Each change carries the CPU's spin_seq after it (odd:
+    /// spinning); changes made on two CPUs may reach the ring buffer in the
+    /// other order, so they apply in spin_seq order.
     fn spin(&mut self, i: usize, e: &Event) {
-        let start = e.sub == 1;
         let nprocs = self.p.nprocs;
-        let Some(c) = self.cpu(e.cpu) else { return };
-        let was = std::mem::replace(&mut c.spinning, start);
-        if was == start {
-            let what = if start {
-                "started spinning while spinning: nmspinning counts it twice"
-            } else {
-                "stopped spinning while not spinning"
-            };
-            self.violation(i, e.cpu, "nmspinning", what.to_string());
-        }
         if e.nmspinning as usize > nprocs {
             self.violation(
                 i,
@@ -480,6 +483,43 @@ impl Checker {
                 format!("nmspinning {} with {nprocs} CPUs", e.nmspinning),
             );
         }
+        let Ok(cpu) = usize::try_from(e.cpu) else {
+            return;
+        };
+        let start = e.sub == 1;
+        let seq = self.cpus[cpu].spin_seq;
+        if e.n <= seq || start != (e.n & 1 == 1) {
+            let what = if start {
+                "started spinning while spinning: nmspinning counts it twice"
+            } else {
+                "stopped spinning while not spinning"
+            };
+            let detail = format!("{what} (spin_seq {} after {seq})", e.n);
+            self.violation(i, e.cpu, "nmspinning", detail);
+            return;
+        }
+        let (c, ahead) = (&mut self.cpus[cpu], &mut self.spins_ahead[cpu]);
+        ahead.insert(e.n, i);
+        while ahead.remove(&(c.spin_seq + 1)).is_some() {
+            c.spin_seq += 1;
+            c.spinning = c.spin_seq & 1 == 1;
+        }
+        if ahead.len() > SPINS_AHEAD_MAX {
+            self.spins_missing(cpu);
+        }
+    }
+
+    /// Spin changes of `cpu` never arrived: report them, and go on from the
+    /// first one that did.
+    fn spins_missing(&mut self, cpu: usize) {
+        let Some((first, at)) = self.spins_ahead[cpu].pop_first() else {
+            return;
+        };
+        let c = &mut self.cpus[cpu];
+        let seq = std::mem::replace(&mut c.spin_seq, first);
+        c.spinning = first & 1 == 1;
+        let detail = format!("spin changes {} to {} never arrived", seq + 1, first - 1);
+        self.violation(at, cpu as i32, "nmspinning", detail);
     }
 
     /// runqputslow's late half-move, and the runnext kick's.
@@ -571,6 +611,7 @@ impl Checker {
         }
         for c in 0..self.cpus.len() {
             self.end_idle(c as i32, last_ts);
+            self.spins_missing(c);
         }
         if self.report.worst_idle_beside_work_ns > IDLE_BESIDE_WORK_NS {
             let at = self.report.worst_idle_beside_work_at;
@@ -778,9 +819,26 @@ mod tests {
 
     #[test]
     fn a_double_spin_is_a_leaked_nmspinning() {
-        assert!(rules(&["1 spin.1 cpu=1 nms=1", "2 spin.0 cpu=1 nms=0"]).is_empty());
+        assert!(rules(&["1 spin.1 cpu=1 n=1 nms=1", "2 spin.0 cpu=1 n=2 nms=0"]).is_empty());
         assert_eq!(
-            rules(&["1 spin.1 cpu=1 nms=1", "2 spin.1 cpu=1 nms=2"]),
+            rules(&["1 spin.1 cpu=1 n=1 nms=1", "2 spin.1 cpu=1 n=1 nms=2"]),
+            ["nmspinning"]
+        );
+        assert_eq!(
+            rules(&["1 spin.0 cpu=1 n=1 nms=0"]),
+            ["nmspinning"],
+            "a stop that is odd"
+        );
+    }
+
+    #[test]
+    fn spin_changes_apply_in_spin_seq_order() {
+        // wakep on CPU 0 started CPU 1 (seq 1), which stopped (seq 2) and
+        // reached the ring buffer first.
+        assert!(rules(&["1 spin.0 cpu=1 n=2 nms=0", "2 spin.1 cpu=1 n=1 nms=1"]).is_empty());
+        // A change that never arrives is reported at the end.
+        assert_eq!(
+            rules(&["1 spin.1 cpu=1 n=1 nms=1", "2 spin.1 cpu=1 n=3 nms=1"]),
             ["nmspinning"]
         );
     }
