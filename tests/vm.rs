@@ -441,16 +441,35 @@ fn watchdog(mode: &str) {
 
 /// The soak: GMP_SOAK_SECS (default 60; the README's 10-minute run sets
 /// 600) of mixed load, a cpuset, nice and SCHED_IDLE hogs, a 10,000-thread
-/// fan-out and hotplug, with no ejection and flat agent memory.
+/// fan-out and hotplug, with no ejection and flat agent memory; in the BPF
+/// mode, and up to two minutes, the decision checker passes its trace.
 fn soak(mode: &str) {
     let secs = std::env::var("GMP_SOAK_SECS").unwrap_or_else(|_| "60".into());
     let secs: u32 = secs
         .parse()
         .expect("GMP_SOAK_SECS must be a number of seconds");
     assert!(secs >= 30, "GMP_SOAK_SECS must be at least 30");
-    let r = guest(&[], "soak.sh", &[&gmp_load(), &secs.to_string(), mode]);
+    // The BPF mode's decisions are traced and checked in runs of up to two
+    // minutes: 60 s make a 220 MB trace in the guest's memory.
+    let traced = mode == BPF && secs <= 120;
+    let (opts, args): (&[&str], &str) = if traced {
+        (&["--memory", "4G"], "--trace /tmp/soak.trace")
+    } else {
+        (&[], mode)
+    };
+    let r = guest(opts, "soak.sh", &[&gmp_load(), &secs.to_string(), args]);
     let out = &r.stdout;
     assert_eq!(r.code, 0, "stdout:\n{out}\nstderr:\n{}", r.stderr);
+    if traced {
+        let summary = out
+            .lines()
+            .find(|l| l.starts_with("checked "))
+            .unwrap_or("");
+        eprintln!("soak {mode:?}: {summary}");
+        assert_eq!(num(out, "nothing_lost_violations"), 0, "{out}");
+        assert!(summary.contains(" 0 violations, 0 events dropped"), "{out}");
+        assert_eq!(kv(out, "check_exit"), Some("0"), "{out}");
+    }
     // stress-ng's scheduler class has stressors this guest refuses (e.g.
     // SCHED_DEADLINE): 2 and 3 are its "some failed / no resources" codes.
     // It must finish, not hang (124) or die by a signal.
@@ -467,9 +486,18 @@ fn soak(mode: &str) {
     let how = hotplug_outcome(mode);
     assert_eq!(kv(out, "hotplug_off"), Some(how), "{out}");
     assert_eq!(kv(out, "hotplug_on"), Some(how), "{out}");
+    if mode == BPF {
+        // One procresize for the CPU going offline, one for its return.
+        assert_eq!(stats(out).procresize, 2, "{out}");
+    }
     // The cpuset's fan-out ran on its CPUs only, and on each of them.
     let cpuset = out.lines().find(|l| l.starts_with("cpuset_exit=")).unwrap();
     eprintln!("soak {mode:?}: {cpuset}");
+    for k in ["class_exit=", "fan10k_exit="] {
+        if let Some(l) = out.lines().find(|l| l.starts_with(k)) {
+            eprintln!("soak {mode:?}: {l}");
+        }
+    }
     let share = shares(cpuset);
     let half = share.len() / 2;
     assert!(
@@ -498,6 +526,9 @@ fn soak(mode: &str) {
         kv(out, "hotplug_at"),
         kv(out, "hotplug_done_at")
     );
+    // No task sat in uninterruptible sleep for 120 s: a stall the watchdog
+    // does not see.
+    assert_eq!(num(out, "hung_task_warnings"), 0, "{out}");
     assert_eq!(kv(out, "gmp_exit"), Some("0"), "{out}");
     // Unloads only: by SIGTERM, or by the kernel for the hotplug restarts.
     assert_not_ejected(
