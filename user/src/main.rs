@@ -316,7 +316,12 @@ impl<'a> Agent<'a> {
         let slot = &mut self.slots[g as usize];
         slot.task = task;
         if slot.queued {
-            return; // still queued in the model: only its enq_cnt moved on
+            // Still queued in the model: only its enq_cnt moved on, and
+            // maybe its affinity (set above). If it waits on the global
+            // queue, a P of its new CPUs must be awake to take it: without
+            // this a pinned task sat there for 41 s while every P idled.
+            self.sched.wake_allowed(g);
+            return;
         }
         slot.queued = true;
         for q in &mut self.inflight {
