@@ -122,7 +122,6 @@ struct Queued {
 
 #[derive(Default, Clone, Copy)]
 struct Cpu {
-    spinning: bool,
     /// The last spin_seq applied: odd while spinning.
     spin_seq: i32,
     /// An overflow's half-move is due (runqputslow).
@@ -502,7 +501,6 @@ impl Checker {
         ahead.insert(e.n, i);
         while ahead.remove(&(c.spin_seq + 1)).is_some() {
             c.spin_seq += 1;
-            c.spinning = c.spin_seq & 1 == 1;
         }
         if ahead.len() > SPINS_AHEAD_MAX {
             self.spins_missing(cpu);
@@ -515,9 +513,7 @@ impl Checker {
         let Some((first, at)) = self.spins_ahead[cpu].pop_first() else {
             return;
         };
-        let c = &mut self.cpus[cpu];
-        let seq = std::mem::replace(&mut c.spin_seq, first);
-        c.spinning = first & 1 == 1;
+        let seq = std::mem::replace(&mut self.cpus[cpu].spin_seq, first);
         let detail = format!("spin changes {} to {} never arrived", seq + 1, first - 1);
         self.violation(at, cpu as i32, "nmspinning", detail);
     }
