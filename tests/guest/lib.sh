@@ -53,6 +53,17 @@ stop_gmp() {
 	grep -E 'dispatches deferred|stalled task' "$log" || true
 }
 
+# check_trace TRACE: run `scx_gmp check` on TRACE; print its exit, the
+# trace's size, the lost tasks it found, its first violations and its summary.
+check_trace() {
+	local out=$1.check
+	"$SCX_GMP" check "$1" >"$out" 2>&1
+	echo "check_exit=$? trace_lines=$(wc -l <"$1") trace_bytes=$(stat -c %s "$1")"
+	echo "nothing_lost_violations=$(grep -c 'nothing-lost' "$out")"
+	grep -m 20 '^violation' "$out"
+	grep -E '^(checked|worst|differs|scx_gmp: error)' "$out"
+}
+
 # hotplug CPU 0|1 SECS: take CPU offline (0) or bring it online (1) under
 # scx_gmp, and print how the scheduler took it: "kept" (still enabled 5 s
 # later, never reloaded: the BPF mode resizes itself), "restarted" (the

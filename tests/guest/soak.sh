@@ -111,11 +111,7 @@ case " $GMP_ARGS " in
 *" --trace "*)
 	trace=${GMP_ARGS#*--trace }
 	trace=${trace%% *}
-	"$SCX_GMP" check "$trace" >/tmp/soak.check 2>&1
-	echo "check_exit=$? trace_lines=$(wc -l <"$trace") trace_bytes=$(stat -c %s "$trace")"
-	echo "nothing_lost_violations=$(grep -c 'nothing-lost' /tmp/soak.check)"
-	grep -m 10 '^violation' /tmp/soak.check
-	grep -E '^(checked|worst|differs|scx_gmp: error)' /tmp/soak.check
+	check_trace "$trace"
 	;;
 esac
 dmesg | grep 'sched_ext:' | sed 's/^\[[ 0-9.]*\] /dmesg: /'

@@ -12,11 +12,7 @@ traced() {
 	"$@" >"/tmp/$name.out" 2>&1
 	echo "workload_exit=$?"
 	stop_gmp "/tmp/$name.log"
-	"$SCX_GMP" check "/tmp/$name.trace" >"/tmp/$name.check" 2>&1
-	echo "check_exit=$?"
-	grep -m 20 '^violation' "/tmp/$name.check"
-	grep -E '^(checked|worst|differs|scx_gmp: error)' "/tmp/$name.check"
-	echo "trace_lines=$(wc -l <"/tmp/$name.trace")"
+	check_trace "/tmp/$name.trace"
 }
 traced fanout "$GMP_LOAD" fanout --threads 1000 --busy-ms 20 --gate
 traced spin "$GMP_LOAD" spin --threads $((n * 2)) --secs 3
