@@ -200,7 +200,7 @@ struct gmp_event {
 	int want;		/* tasks the rule asked for */
 	int len;		/* the length the rule was computed from */
 	int seen_runnext;	/* picks and idles: what the CPU saw on entry */
-	int seen_lrq;
+	int seen_lrq;		/* (after its last look; < 0: none may run here) */
 	int seen_grq;		/* (the GRQ as the batch saw it; < 0: none may run here) */
 	int tick_grq;		/* the GRQ as the 61st-tick check saw it; < 0: none may run here */
 	unsigned int schedtick;	/* picks and runs: the CPU's schedtick */

@@ -601,6 +601,9 @@ static __always_inline void ev_pick(u32 from, s32 cpu, s32 pid, s32 n, s32 want,
 	}
 }
 
+/* How many times runqget() looks at an LRQ that still holds tasks. */
+#define LRQ_LOOKS 3
+
 /*
  * runqget: proc.go runqget - runnext first (inherits the slice), then the LRQ
  * head. A runnext task whose inherited slice sysmon has already retaken goes
@@ -609,6 +612,8 @@ static __always_inline void ev_pick(u32 from, s32 cpu, s32 pid, s32 n, s32 want,
 static bool runqget(s32 cpu, struct gmp_cpu *c)
 {
 	struct task_struct *p;
+	s32 queued = 0;
+	u32 i;
 
 	bpf_for_each(scx_dsq, p, runnext_dsq(cpu), 0) {
 		struct task_ctx *tctx = task_ctx(p);
@@ -652,13 +657,26 @@ static bool runqget(s32 cpu, struct gmp_cpu *c)
 	 */
 	if (trace_on)
 		c->seen_runnext = scx_bpf_dsq_nr_queued(runnext_dsq(cpu));
-	if (scx_bpf_dsq_move_to_local(lrq_dsq(cpu), 0)) {
-		stat_add(GMP_STAT_LRQ_GET, 1);
-		ev_pick(GMP_PICK_LRQ, cpu, -1, 1, 1, 0, -1);
-		return true;
+	/*
+	 * Go's LRQ takes puts from its owner only; here other CPUs put into
+	 * it too (a pinned task's wakeup, a thief's runnext_flush), and such
+	 * a put may land just after a look that found the LRQ empty. So look
+	 * again while it holds tasks: work put here runs here, rather than
+	 * this CPU going on to the GRQ or to steal. What is still there after
+	 * the last look may not run here (seen_lrq < 0).
+	 */
+	bpf_for(i, 0, LRQ_LOOKS) {
+		if (scx_bpf_dsq_move_to_local(lrq_dsq(cpu), 0)) {
+			stat_add(GMP_STAT_LRQ_GET, 1);
+			ev_pick(GMP_PICK_LRQ, cpu, -1, 1, 1, 0, -1);
+			return true;
+		}
+		queued = scx_bpf_dsq_nr_queued(lrq_dsq(cpu));
+		if (queued <= 0)
+			break;
 	}
 	if (trace_on)
-		c->seen_lrq = scx_bpf_dsq_nr_queued(lrq_dsq(cpu));
+		c->seen_lrq = queued > 0 ? -queued : 0;
 	return false;
 }
 

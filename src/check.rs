@@ -789,6 +789,13 @@ mod tests {
             rules(&["1 pick.steal cpu=0 other=1 n=1 want=1 len=1 tick=1 grq=2"]),
             ["steal-last"]
         );
+        assert_eq!(
+            rules(&["1 pick.steal cpu=0 other=1 n=1 want=1 len=1 tick=1 lrq=1"]),
+            ["steal-last"]
+        );
+        // An LRQ that held only tasks that may not run here (lrq < 0) is empty to Go.
+        assert!(rules(&["1 pick.steal cpu=0 other=1 n=1 want=1 len=1 tick=1 lrq=-1"]).is_empty());
+        assert!(rules(&["1 pick.batch cpu=0 n=1 want=1 len=1 tick=1 lrq=-2"]).is_empty());
     }
 
     #[test]
