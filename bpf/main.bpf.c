@@ -32,6 +32,8 @@ const volatile u32 global_every = GMP_GLOBAL_EVERY_DFL;
 const volatile u32 steal_tries = GMP_STEAL_TRIES_DFL;
 /* A sync wakeup is handed off as Go's ready() is, not directly (--go-handoff). */
 const volatile bool go_handoff;
+/* Every wakeup calls wakep(), as Go's ready() does, an idle waker's too (--go-wakep). */
+const volatile bool go_wakep;
 /* The GRQ head waits at most this long (--global-max-wait-ms); 0: Go's rule only. */
 const volatile u64 global_max_wait_ns = (u64)GMP_GLOBAL_MAX_WAIT_MS_DFL * 1000 * 1000;
 const volatile u32 nr_cpus = 1;				/* gomaxprocs */
@@ -1132,6 +1134,23 @@ static bool handoff(struct task_struct *p, s32 cpu, u64 enq_flags)
 	return true;
 }
 
+/*
+ * Was the wakeup just put in @cpu's runnext made by @cpu while it idles,
+ * with nothing else queued there? Its waker is then an interrupt (a timer,
+ * a device) on the idle CPU, which runs the task as soon as the interrupt
+ * returns. Go's ready() would still call wakep(), to wake a second idle
+ * CPU that can only steal the task away or find nothing; on Linux that
+ * costs an IPI and a dispatch for each timer that fires on an idle system
+ * (README: "Where Linux differs from Go"; --go-wakep keeps Go's way).
+ * Owner only.
+ */
+static bool idle_waker(s32 cpu)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+
+	return cpu == bpf_get_smp_processor_id() && !cur->pid && !lrq_len(cpu);
+}
+
 void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	struct task_ctx *tctx = task_ctx(p);
@@ -1183,6 +1202,10 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 		if (next && sync && !go_handoff && handoff(p, cpu, enq_flags))
 			return;
 		runqput(p, cpu, next, GMP_WHY_WAKE, enq_flags);
+		if (next && !go_wakep && idle_waker(cpu)) {
+			stat_add(GMP_STAT_IDLE_WAKE, 1);
+			return;
+		}
 	} else if (!p->scx.slice) {
 		/* retake -> gopreempt_m, or Gosched: the GRQ tail. */
 		u32 why = yielded ? GMP_WHY_YIELD : GMP_WHY_EXPIRE;

@@ -128,6 +128,7 @@ impl<'a> Scheduler<'a> {
         rodata.steal_tries = params.steal_tries;
         rodata.trace_on = tracing;
         rodata.go_handoff = policy.go_handoff;
+        rodata.go_wakep = policy.go_wakep;
         rodata.global_max_wait_ns = policy.global_max_wait_ms * 1_000_000;
         rodata.nr_cpus = nr_cpus as u32;
         let cp = coprimes(nr_cpus as u32);
@@ -140,14 +141,14 @@ impl<'a> Scheduler<'a> {
         let mut skel = scx_ops_load!(skel, gmp_ops, uei)?;
         let struct_ops = Some(scx_ops_attach!(skel, gmp_ops)?);
         let stats_server = StatsServer::new(server_data()).launch()?;
+        let go = [
+            (policy.go_handoff, ", Go's hand-off"),
+            (policy.go_wakep, ", Go's wakep"),
+        ];
         log::info!(
             "scx_gmp {} scheduling {nr_cpus} CPUs: {params}{}",
             scx_gmp::cli::version(),
-            if policy.go_handoff {
-                ", Go's hand-off"
-            } else {
-                ""
-            }
+            go.iter().filter(|g| g.0).map(|g| g.1).collect::<String>()
         );
         Ok(Self {
             skel,

@@ -71,6 +71,14 @@ pub struct PolicyOpts {
     #[arg(long, global = true)]
     pub go_handoff: bool,
 
+    /// Call wakep() on every wakeup, as Go's ready() does. By default a
+    /// wakeup that an idle CPU's own interrupt (a timer, a device) puts in
+    /// that CPU's runnext, with nothing else queued there, wakes no second
+    /// CPU: the idle CPU runs the task when the interrupt returns, and a
+    /// second CPU could only steal it away or find nothing.
+    #[arg(long, global = true)]
+    pub go_wakep: bool,
+
     /// BPF mode: once the task at the head of the global queue has waited
     /// this long, in milliseconds, and longer than the head of a CPU's own
     /// LRQ, that CPU runs it first. Not Go's rule: Go serves the global

@@ -86,6 +86,7 @@ counters! {
     retakes = gmp_stat_GMP_STAT_RETAKE, "retake" "cpus", "Times a CPU held by a real-time task had its queues handed to the global queue (handoffp)";
     retake_tasks = gmp_stat_GMP_STAT_RETAKE_TASKS, "retake" "tasks", "Tasks those handoffs moved";
     global_aged = gmp_stat_GMP_STAT_GLOBAL_AGED, "" "aged", "Global queue heads taken first after waiting --global-max-wait-ms";
+    idle_wakes = gmp_stat_GMP_STAT_IDLE_WAKE, "" "idle-wake", "Wakeups an idle CPU ran itself, with no wakep() kick (not --go-wakep)";
     procresize = gmp_stat_GMP_STAT_PROCRESIZE, "" "procresize", "CPUs that went offline or came online (procresize; the BPF mode keeps running)";
 }
 
