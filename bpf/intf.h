@@ -75,8 +75,8 @@ enum gmp_stat {
 	GMP_STAT_RETAKE,	/* retake: a held CPU's queues were handed off */
 	GMP_STAT_RETAKE_TASKS,	/* tasks those handoffs moved */
 	GMP_STAT_GLOBAL_AGED,	/* GRQ heads taken first for having waited too long */
-	GMP_STAT_PROCRESIZE,	/* procresize: a CPU went offline or came online */
 	GMP_STAT_IDLE_WAKE,	/* wakeups an idle CPU ran itself, with no wakep() */
+	GMP_STAT_PROCRESIZE,	/* procresize: a CPU went offline or came online */
 	GMP_NR_STATS,
 };
 

@@ -71,11 +71,11 @@ pub struct PolicyOpts {
     #[arg(long, global = true)]
     pub go_handoff: bool,
 
-    /// Call wakep() on every wakeup, as Go's ready() does. By default a
-    /// wakeup that an idle CPU's own interrupt (a timer, a device) puts in
-    /// that CPU's runnext, with nothing else queued there, wakes no second
-    /// CPU: the idle CPU runs the task when the interrupt returns, and a
-    /// second CPU could only steal it away or find nothing.
+    /// BPF mode: call wakep() on every wakeup, as Go's ready() does. By
+    /// default a wakeup that an idle CPU's own interrupt (a timer, a device)
+    /// puts in that CPU's runnext, with nothing else queued there, wakes no
+    /// second CPU: the idle CPU runs the task when the interrupt returns,
+    /// and a second CPU could only steal it away or find nothing.
     #[arg(long, global = true)]
     pub go_wakep: bool,
 
