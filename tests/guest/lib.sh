@@ -64,6 +64,36 @@ check_trace() {
 	grep -E '^(checked|worst|differs|scx_gmp: error)' "$out"
 }
 
+# hang_guard SECS: if this script still runs SECS from now, print every
+# task in uninterruptible sleep with its kernel stack, and kill the script
+# (exit 137). A task blocked in the kernel cannot be killed, and waiting
+# for it would hold the test until vm/run's timeout; this way the test
+# fails at once, and says where the tasks were blocked. Sets GUARD_PID
+# (stop_guard).
+hang_guard() {
+	local main=$$
+	(
+		sleep "$1" || exit 0 # stop_guard killed the sleep
+		kill -0 "$main" || exit 0
+		echo "hung_after_s=$1: tasks in uninterruptible sleep:"
+		for t in /proc/[0-9]*/task/[0-9]*; do
+			[ "$(awk '{print $3}' "$t/stat")" = D ] || continue
+			echo "hung: ${t#/proc/} $(cat "$t/comm") $(cat "$t/wchan")"
+			sed 's/^/hung:   /' "$t/stack"
+		done
+		echo "hung: sched_ext $(cat $STATE)"
+		kill -KILL "$main"
+	) 2>/dev/null &
+	GUARD_PID=$!
+	disown "$GUARD_PID" # no "Terminated" notices when stop_guard kills it
+}
+
+# stop_guard: the script finished in time. Killing its sleep ends the guard.
+stop_guard() {
+	pkill -P "$GUARD_PID"
+	kill "$GUARD_PID" 2>/dev/null # in case it had not started its sleep
+}
+
 # hotplug CPU 0|1 SECS: take CPU offline (0) or bring it online (1) under
 # scx_gmp, and print how the scheduler took it: "kept" (still enabled 5 s
 # later, never reloaded: the BPF mode resizes itself), "restarted" (the

@@ -10,6 +10,9 @@ SCX_GMP=$1 GMP_LOAD=$2 SECS=$3 GMP_ARGS=${4:-}
 n=$(nproc)
 half=$((n / 2))
 sysctl -qw kernel.threads-max=200000 kernel.pid_max=200000
+# The whole soak takes SECS and a few minutes more (the 60 s one about 3);
+# past twice that plus 6 minutes it has hung.
+hang_guard $((SECS * 2 + 360))
 if [ "$SCX_GMP" != none ]; then
 	start_gmp /tmp/gmp.log $GMP_ARGS || exit 1
 fi
@@ -104,6 +107,7 @@ echo "hotplug_at=$hotplug_at hotplug_done_at=$hotplug_done_at"
 # 120 s (a stall that the watchdog does not see: the task is not runnable).
 echo "hung_task_warnings=$(dmesg | grep -c 'blocked for more than')"
 dmesg | grep 'blocked for more than' | head -n 10 | sed 's/^\[[ 0-9.]*\] /hung: /'
+stop_guard
 [ "$SCX_GMP" = none ] && exit 0
 stop_gmp /tmp/gmp.log
 # With --trace FILE among ARGS: the decision checker's verdict on the soak.
