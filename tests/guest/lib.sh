@@ -75,9 +75,11 @@ hang_guard() {
 	(
 		sleep "$1" || exit 0 # stop_guard killed the sleep
 		kill -0 "$main" || exit 0
-		echo "hung_after_s=$1: tasks in uninterruptible sleep:"
-		for t in /proc/[0-9]*/task/[0-9]*; do
-			[ "$(awk '{print $3}' "$t/stat")" = D ] || continue
+		echo "hung_after_s=$1: still running, and the tasks in uninterruptible sleep:"
+		ps -o pid,stat,etime,args --ppid "$main" | sed 's/^/hung: /'
+		# One grep over every thread: 10,000 of them take one awk each too long.
+		for t in $(grep -l '^State:[[:space:]]*D' /proc/[0-9]*/task/[0-9]*/status); do
+			t=${t%/status}
 			echo "hung: ${t#/proc/} $(cat "$t/comm") $(cat "$t/wchan")"
 			sed 's/^/hung:   /' "$t/stack"
 		done
