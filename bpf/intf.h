@@ -105,7 +105,8 @@ struct gmp_cpu {
 	/* LRQ and runnext DSQ lengths, written by the snapshot program only. */
 	int snap_lrq;
 	int snap_runnext;
-	/* What find_runnable saw on entry, for the trace only. Owner only. */
+	/* What find_runnable saw, for the trace only: the GRQ on entry, runnext
+	 * and the LRQ after runqget's failed looks. Owner only. */
 	int seen_runnext;
 	int seen_lrq;
 	int seen_grq;

@@ -459,7 +459,8 @@ fn soak(mode: &str) {
     };
     let r = guest(opts, "soak.sh", &[&gmp_load(), &secs.to_string(), args]);
     let out = &r.stdout;
-    // The guest's hang guard powers it off, with the blocked tasks' stacks.
+    // The guest's hang guard (lib.sh) kills a soak that runs too long, after
+    // printing the blocked tasks' stacks.
     assert!(kv(out, "hung_after_s").is_none(), "the soak hung:\n{out}");
     assert_eq!(r.code, 0, "stdout:\n{out}\nstderr:\n{}", r.stderr);
     if traced {
