@@ -64,36 +64,85 @@ check_trace() {
 	grep -E '^(checked|worst|differs|scx_gmp: error)' "$out"
 }
 
+# tell PREFIX: print each line of stdin with PREFIX, and put it in the
+# kernel log as a warning too, so that it reaches the console file that
+# vm/run keeps even when the guest is too stuck to bring the output back.
+tell() {
+	local l
+	while IFS= read -r l; do
+		echo "$1$l"
+		echo "<4>$1$l" >/dev/kmsg
+	done
+}
+
 # hang_guard SECS: if this script still runs SECS from now, print every
 # task in uninterruptible sleep with its kernel stack, and kill the script
 # (exit 137). A task blocked in the kernel cannot be killed, and waiting
 # for it would hold the test until vm/run's timeout; this way the test
-# fails at once, and says where the tasks were blocked. Sets GUARD_PID
-# (stop_guard).
+# fails at once, and says where the tasks were blocked. It runs
+# SCHED_FIFO, outside sched_ext, so that a stuck scheduler cannot hold it
+# up too. Sets GUARD_PID (stop_guard).
 hang_guard() {
 	local main=$$
 	(
+		chrt -f -p 1 $BASHPID >/dev/null
 		sleep "$1" || exit 0 # stop_guard killed the sleep
 		kill -0 "$main" || exit 0
-		echo "hung_after_s=$1: still running, and the tasks in uninterruptible sleep:"
-		ps -o pid,stat,etime,args --ppid "$main" | sed 's/^/hung: /'
-		# One grep over every thread: 10,000 of them take one awk each too long.
-		for t in $(grep -l '^State:[[:space:]]*D' /proc/[0-9]*/task/[0-9]*/status); do
-			t=${t%/status}
-			echo "hung: ${t#/proc/} $(cat "$t/comm") $(cat "$t/wchan")"
-			sed 's/^/hung:   /' "$t/stack"
-		done
-		echo "hung: sched_ext $(cat $STATE)"
+		{
+			echo "hung_after_s=$1: still running, and the tasks in uninterruptible sleep:"
+			ps -o pid,stat,etime,args --ppid "$main"
+			# One grep over every thread: 10,000 of them take one awk each too long.
+			for t in $(grep -l '^State:[[:space:]]*D' /proc/[0-9]*/task/[0-9]*/status); do
+				t=${t%/status}
+				echo "${t#/proc/} $(cat "$t/comm") $(cat "$t/wchan")"
+				sed 's/^/  /' "$t/stack"
+			done
+			echo "sched_ext $(cat $STATE)"
+		} | tell "hung: "
 		kill -KILL "$main"
 	) 2>/dev/null &
 	GUARD_PID=$!
 	disown "$GUARD_PID" # no "Terminated" notices when stop_guard kills it
 }
 
+# stall_watch: at RCU's first stall warning (a task it waits for has not
+# run for 21 s), print once what the scheduling processes and RCU's
+# grace-period kthread were doing: each thread's state, wait channel and
+# kernel stack, then sched_ext's own dump of every CPU (sysrq D) cut to those
+# tasks. It runs SCHED_FIFO, outside sched_ext, so it runs however stuck the
+# scheduler is. Sets WATCH_PID (stop_guard ends it).
+stall_watch() {
+	(
+		chrt -f -p 1 $BASHPID >/dev/null
+		while :; do
+			sleep 1 || exit 0 # stop_guard killed the sleep
+			dmesg | grep -q -e "detected stalls" -e "kthread starved" && break
+		done
+		{
+			echo "seen_at=$(cut -d' ' -f1 /proc/uptime) sched_ext $(cat $STATE) enable_seq $(cat /sys/kernel/sched_ext/enable_seq)"
+			for p in $(pgrep -x scx_gmp-user; pgrep -x scx_gmp; pgrep -x rcu_preempt); do
+				for t in /proc/$p/task/*; do
+					echo "${t#/proc/} $(cat $t/comm) state $(cut -d' ' -f3 $t/stat) wchan $(cat $t/wchan)"
+					sed 's/^/  /' $t/stack
+				done
+			done
+			mark=$(dmesg | wc -l)
+			echo D >/proc/sysrq-trigger
+			sleep 2
+			dmesg | tail -n +$((mark + 1)) |
+				grep -E -A4 '^\[[ 0-9.]*\] (CPU |Sched_ext|.*(R|S|D) (rcu_preempt|scx_gmp)[^ ]*\[)' |
+				head -n 200 | sed 's/^\[[ 0-9.]*\] /dump: /'
+		} | tell "stall: "
+	) 2>/dev/null &
+	WATCH_PID=$!
+	disown "$WATCH_PID"
+}
+
 # stop_guard: the script finished in time. Killing its sleep ends the guard.
 stop_guard() {
 	pkill -P "$GUARD_PID"
 	kill "$GUARD_PID" 2>/dev/null # in case it had not started its sleep
+	[ -z "${WATCH_PID:-}" ] || { kill "$WATCH_PID"; pkill -P "$WATCH_PID"; } 2>/dev/null
 }
 
 # hotplug CPU 0|1 SECS: take CPU offline (0) or bring it online (1) under

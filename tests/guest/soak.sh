@@ -13,6 +13,7 @@ sysctl -qw kernel.threads-max=200000 kernel.pid_max=200000
 # The whole soak takes SECS and a few minutes more (the 60 s one about 3);
 # past twice that plus 6 minutes it has hung.
 hang_guard $((SECS * 2 + 360))
+stall_watch
 if [ "$SCX_GMP" != none ]; then
 	start_gmp /tmp/gmp.log $GMP_ARGS || exit 1
 fi

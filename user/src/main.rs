@@ -202,6 +202,9 @@ struct Agent<'a> {
     stats_skipped: u64,
     epoch: Instant,
     per_cpu: Vec<u64>,
+    /// A CPU went on- or offline between the read of the online CPUs and
+    /// the load: this agent must restart.
+    stale: bool,
 }
 
 impl<'a> Agent<'a> {
@@ -212,6 +215,15 @@ impl<'a> Agent<'a> {
     ) -> Result<Self> {
         let nr_cpus = params.nprocs;
         let slice_ns = params.slice_ns;
+        // Which CPUs are online, read before the BPF layer is attached: from
+        // then on, every task waits for this agent to run it, and a read of
+        // sysfs can wait for a CPU hotplug, which may wait for such a task.
+        // The hotplug count read first tells whether one came in between.
+        let seq = hotplug_seq()?;
+        let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
+            .map_err(anyhow::Error::from)
+            .and_then(|list| scx_utils::Cpumask::from_cpulist(list.trim()))
+            .context("cannot read the online CPUs")?;
         let bpf = BpfScheduler::init(
             open_object,
             None,
@@ -230,10 +242,12 @@ impl<'a> Agent<'a> {
         // Ps for CPU ids that are offline never run (a hotplug event makes
         // the kernel ask for a restart, which brings a fresh agent).
         let mut sched = Sched::new(params);
-        let online = scx_utils::Topology::new()?.all_cpus;
-        for c in (0..nr_cpus).filter(|c| !online.contains_key(c)) {
+        for c in (0..nr_cpus).filter(|&c| !online.test_cpu(c)) {
             sched.set_offline(c);
         }
+        // The kernel refuses a load only for a hotplug after the one the BPF
+        // layer read when it was opened, later than `seq`.
+        let stale = bpf.skel.struct_ops().rustland().hotplug_seq != seq;
         Ok(Self {
             bpf,
             sched,
@@ -257,6 +271,7 @@ impl<'a> Agent<'a> {
             stats_skipped: 0,
             epoch: Instant::now(),
             per_cpu: vec![0; nr_cpus],
+            stale,
         })
     }
 
@@ -475,13 +490,37 @@ impl<'a> Agent<'a> {
     /// After a watchdog ejection ("... name[tid] failed to run for ..."):
     /// log what the agent knew of that task, to tell a task lost on the way
     /// (neither queued nor dispatched) from one the policy kept waiting.
+    /// After an RCU stall ejection, which names no task: the same for RCU's
+    /// grace-period kthread and for the task that has waited longest.
     fn explain_stall(&self, why: &str) {
         let tid = why
             .split('[')
             .nth(1)
             .and_then(|rest| rest.split(']').next())
             .and_then(|tid| tid.parse::<i32>().ok());
-        let Some(tid) = tid else { return };
+        if let Some(tid) = tid {
+            return self.explain_task(tid);
+        }
+        let mut name = [0u8; 16];
+        name[..11].copy_from_slice(b"rcu_preempt");
+        let live = || self.slots.iter().filter(|s| s.live);
+        if let Some(rcu) = live().find(|s| s.task.comm.map(|c| c as u8) == name) {
+            self.explain_task(rcu.task.pid);
+        }
+        let inflight = |g: usize| {
+            self.inflight
+                .iter()
+                .any(|q| q.iter().any(|&(x, _)| x as usize == g))
+        };
+        let oldest = (0..self.slots.len())
+            .filter(|&g| self.slots[g].live && (self.slots[g].queued || inflight(g)))
+            .min_by_key(|&g| self.slots[g].enqueued_at);
+        if let Some(g) = oldest {
+            self.explain_task(self.slots[g].task.pid);
+        }
+    }
+
+    fn explain_task(&self, tid: i32) {
         let Some(&g) = self.pids.get(&tid) else {
             log::warn!("stalled task {tid}: never handed to the agent");
             return;
@@ -625,6 +664,15 @@ impl<'a> Agent<'a> {
     }
 }
 
+/// sched_ext's count of CPU hotplug events.
+fn hotplug_seq() -> Result<u64> {
+    let path = "/sys/kernel/sched_ext/hotplug_seq";
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
+    text.trim()
+        .parse()
+        .with_context(|| format!("{path}: not a number: {text:?}"))
+}
+
 /// Whether a write of a few hundred bytes to `fd` would not block now.
 fn writable(fd: i32) -> bool {
     let mut p = libc::pollfd {
@@ -686,6 +734,10 @@ fn run(opts: Opts) -> Result<bool> {
     let mut open_object = MaybeUninit::uninit();
     let params = opts.policy.params(*scx_utils::NR_CPU_IDS, 1);
     let mut agent = Agent::init(params, &opts.agent, &mut open_object)?;
+    if agent.stale {
+        log::info!("a CPU hotplug came during the load");
+        return Ok(true);
+    }
     Ok(agent.run(&stats_server, stats)?.should_restart())
 }
 
