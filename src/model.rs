@@ -640,11 +640,28 @@ impl Sched {
         }
     }
 
-    /// `p` has no CPU behind it (offline): it stays idle and `wakep` never
-    /// wakes it. Only for an idle P.
+    /// `p` has no CPU behind it (offline): it idles, and `wakep` never wakes
+    /// it. Its queues must be empty (`procresize` empties them). Any P.
     pub fn set_offline(&mut self, p: usize) {
-        assert!(self.ps[p].idle, "only an idle P goes offline");
+        assert!(
+            self.ps[p].runnext.is_none() && self.ps[p].runq.is_empty(),
+            "an offline P queues nothing"
+        );
+        self.stop_spinning(p);
+        if !self.ps[p].idle {
+            self.ps[p].idle = true;
+            self.npidle += 1;
+        }
         self.pidle.retain(|&x| x != p);
+    }
+
+    /// `p`'s CPU came (back) online: its P joins the idle list, empty, for
+    /// `wakep` to wake (proc.go procresize, for a P it creates). Any P.
+    pub fn set_online(&mut self, p: usize) {
+        assert!(self.ps[p].idle, "an offline P is idle");
+        if !self.pidle.contains(&p) {
+            self.pidle.push(p);
+        }
     }
 
     /// `p`'s runnext and then its LRQ, in order, to the global queue tail,
@@ -993,6 +1010,25 @@ mod tests {
         s.stop_spinning(0);
         assert_eq!(s.wakep(), None, "P1 is offline, P0 is taken");
         assert_eq!(s.npidle, 1, "an offline P counts as idle, not busy");
+    }
+
+    #[test]
+    fn a_busy_p_goes_offline_and_comes_back_idle() {
+        let mut s = busy(2);
+        let g = s.new_g(Affinity::All);
+        s.runqput(1, g, true, 0);
+        s.procresize(1);
+        s.set_offline(1);
+        assert!(s.ps[1].idle);
+        assert_eq!(s.npidle, 1, "an offline P counts as idle");
+        let run = s.schedule(0, 0).0.map(|r| r.g);
+        assert_eq!(run, Some(g), "P1's task went to the global queue");
+        assert_eq!(s.schedule(0, 0).0, None);
+        assert_eq!(s.wakep(), Some(0), "P1 is offline");
+        s.stop_spinning(0);
+        assert_eq!(s.wakep(), None);
+        s.set_online(1);
+        assert_eq!(s.wakep(), Some(1), "P1 is back on the idle list");
     }
 
     #[test]

@@ -225,16 +225,6 @@ fn shares(text: &str) -> Vec<f64> {
         .collect()
 }
 
-/// How a mode takes CPU hotplug (tests/guest/lib.sh `hotplug`): the BPF
-/// side handles it in place; rustland's layer asks for a restart.
-fn hotplug_outcome(mode: &str) -> &'static str {
-    if mode == BPF {
-        "kept"
-    } else {
-        "restarted"
-    }
-}
-
 fn lifecycle(mode: &str) {
     let r = guest(&[], "lifecycle.sh", &[mode]);
     let out = &r.stdout;
@@ -263,15 +253,10 @@ fn lifecycle(mode: &str) {
         lines >= 2,
         "--monitor printed {lines} schedtrace lines:\n{out}"
     );
-    // CPU hotplug: the BPF mode resizes itself (procresize) and stays
-    // loaded; in user mode the kernel asks for a restart and scx_gmp comes
-    // back on the new CPU set. Either way, each time.
-    let how = hotplug_outcome(mode);
-    assert!(
-        out.contains(&format!("after_offline={how} cpus=3")),
-        "{out}"
-    );
-    assert!(out.contains(&format!("after_online={how} cpus=4")), "{out}");
+    // CPU hotplug: both modes resize themselves (procresize) and stay
+    // loaded, each time.
+    assert!(out.contains("after_offline=kept cpus=3"), "{out}");
+    assert!(out.contains("after_online=kept cpus=4"), "{out}");
     // The systemd unit's command line loads it and SIGTERM unloads it.
     assert_eq!(kv(out, "unit_state"), Some("enabled"), "{out}");
     assert_eq!(kv(out, "unit_exit"), Some("0"), "{out}");
@@ -486,13 +471,10 @@ fn soak(mode: &str) {
     ] {
         assert_eq!(num(out, k), 0, "{k}: {out}");
     }
-    let how = hotplug_outcome(mode);
-    assert_eq!(kv(out, "hotplug_off"), Some(how), "{out}");
-    assert_eq!(kv(out, "hotplug_on"), Some(how), "{out}");
-    if mode == BPF {
-        // One procresize for the CPU going offline, one for its return.
-        assert_eq!(stats(out).procresize, 2, "{out}");
-    }
+    assert_eq!(kv(out, "hotplug_off"), Some("kept"), "{out}");
+    assert_eq!(kv(out, "hotplug_on"), Some("kept"), "{out}");
+    // One procresize for the CPU going offline, one for its return.
+    assert_eq!(stats(out).procresize, 2, "{out}");
     // The cpuset's fan-out ran on its CPUs only, and on each of them.
     let cpuset = out.lines().find(|l| l.starts_with("cpuset_exit=")).unwrap();
     eprintln!("soak {mode:?}: {cpuset}");
@@ -533,14 +515,8 @@ fn soak(mode: &str) {
     // does not see.
     assert_eq!(num(out, "hung_task_warnings"), 0, "{out}");
     assert_eq!(kv(out, "gmp_exit"), Some("0"), "{out}");
-    // Unloads only: by SIGTERM, or by the kernel for the hotplug restarts.
-    assert_not_ejected(
-        out,
-        &[
-            "(unregistered from user space)",
-            "(unregistered from the main kernel)",
-        ],
-    );
+    // One unload only: by SIGTERM.
+    assert_not_ejected(out, &["(unregistered from user space)"]);
 }
 
 #[test]

@@ -147,9 +147,8 @@ stop_guard() {
 
 # hotplug CPU 0|1 SECS: take CPU offline (0) or bring it online (1) under
 # scx_gmp, and print how the scheduler took it: "kept" (still enabled 5 s
-# later, never reloaded: the BPF mode resizes itself), "restarted" (the
-# kernel asked for a restart and scx_gmp was back within SECS: user mode,
-# on rustland's layer), or "failed".
+# later, never reloaded: both modes resize themselves), "restarted" (the
+# kernel asked for a restart and scx_gmp was back within SECS), or "failed".
 hotplug() {
 	local seq0
 	seq0=$(cat /sys/kernel/sched_ext/enable_seq)

@@ -1,6 +1,6 @@
 # lifecycle.sh SCX_GMP [ARGS]: load, identify, refuse a second instance and a
-# non-root user, be watched with --monitor, go on across CPU hotplug (the
-# BPF mode resizes itself; user mode restarts), unload on SIGTERM.
+# non-root user, be watched with --monitor, go on across CPU hotplug (both
+# modes resize themselves), unload on SIGTERM.
 SCX_GMP=$1
 GMP_ARGS=${2:-}
 . "$(dirname "$0")/lib.sh"

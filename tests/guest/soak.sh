@@ -62,8 +62,7 @@ nice19=$!
 chrt -i 0 stress-ng --cpu 1 -t "$SECS" >/dev/null 2>&1 &
 idle=$!
 
-# CPU hotplug under load: the BPF mode resizes itself; in user mode the
-# kernel asks scx_gmp to restart, twice.
+# CPU hotplug under load: both modes resize themselves, with no reload.
 hotplug_at=$(awk '{print $1}' /proc/uptime)
 if [ "$SCX_GMP" = none ]; then
 	echo 0 >/sys/devices/system/cpu/cpu1/online && echo hotplug_off=done

@@ -202,9 +202,12 @@ struct Agent<'a> {
     stats_skipped: u64,
     epoch: Instant,
     per_cpu: Vec<u64>,
-    /// A CPU went on- or offline between the read of the online CPUs and
-    /// the load: this agent must restart.
-    stale: bool,
+    /// Per CPU: offline, as the model knows it; and the BPF layer's count
+    /// of CPU hotplug events, last seen (see `resize`).
+    offline: Vec<bool>,
+    hotplugs: u64,
+    /// CPUs that went offline or came online.
+    procresize: u64,
 }
 
 impl<'a> Agent<'a> {
@@ -215,15 +218,6 @@ impl<'a> Agent<'a> {
     ) -> Result<Self> {
         let nr_cpus = params.nprocs;
         let slice_ns = params.slice_ns;
-        // Which CPUs are online, read before the BPF layer is attached: from
-        // then on, every task waits for this agent to run it, and a read of
-        // sysfs can wait for a CPU hotplug, which may wait for such a task.
-        // The hotplug count read first tells whether one came in between.
-        let seq = hotplug_seq()?;
-        let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
-            .map_err(anyhow::Error::from)
-            .and_then(|list| scx_utils::Cpumask::from_cpulist(list.trim()))
-            .context("cannot read the online CPUs")?;
         let bpf = BpfScheduler::init(
             open_object,
             None,
@@ -239,15 +233,16 @@ impl<'a> Agent<'a> {
             "scx_gmp-user {} scheduling {nr_cpus} CPUs from user space: {params}",
             version()
         );
-        // Ps for CPU ids that are offline never run (a hotplug event makes
-        // the kernel ask for a restart, which brings a fresh agent).
+        // Ps for CPU ids that are offline never run. The BPF layer found
+        // which are when it was loaded (this agent must not read sysfs now:
+        // see `resize`).
         let mut sched = Sched::new(params);
-        for c in (0..nr_cpus).filter(|&c| !online.test_cpu(c)) {
+        let bss = bpf.skel.maps.bss_data.as_ref().context("no BPF .bss")?;
+        let offline: Vec<bool> = (0..nr_cpus).map(|c| bss.cpu_offline[c] != 0).collect();
+        let hotplugs = bss.nr_hotplug;
+        for c in (0..nr_cpus).filter(|&c| offline[c]) {
             sched.set_offline(c);
         }
-        // The kernel refuses a load only for a hotplug after the one the BPF
-        // layer read when it was opened, later than `seq`.
-        let stale = bpf.skel.struct_ops().rustland().hotplug_seq != seq;
         Ok(Self {
             bpf,
             sched,
@@ -271,7 +266,9 @@ impl<'a> Agent<'a> {
             stats_skipped: 0,
             epoch: Instant::now(),
             per_cpu: vec![0; nr_cpus],
-            stale,
+            offline,
+            hotplugs,
+            procresize: 0,
         })
     }
 
@@ -323,9 +320,8 @@ impl<'a> Agent<'a> {
             false => Affinity::All,
         };
         self.sched.set_affinity(g, aff);
-        let cpu = self
-            .sched
-            .home(g, (task.cpu.max(0) as usize).min(self.nr_cpus - 1));
+        let last = (task.cpu.max(0) as usize).min(self.nr_cpus - 1);
+        let cpu = self.sched.home(g, self.online_cpu(last));
         // Woken or new: rustland resets exec_runtime when a task wakes up.
         let woken = task.exec_runtime == 0;
         let slot = &mut self.slots[g as usize];
@@ -360,6 +356,14 @@ impl<'a> Agent<'a> {
         self.sched.wakep();
     }
 
+    /// `cpu`, or if it is offline the first online CPU.
+    fn online_cpu(&self, cpu: usize) -> usize {
+        match self.offline[cpu] {
+            false => cpu,
+            true => (0..self.nr_cpus).find(|&c| !self.offline[c]).unwrap_or(cpu),
+        }
+    }
+
     /// Hand a decision to the BPF layer, behind any it could not take yet.
     /// Its vtime orders the CPU's queue: the rustland DSQs are priority
     /// queues, so an increasing vtime keeps each one FIFO.
@@ -378,6 +382,36 @@ impl<'a> Agent<'a> {
                 return;
             }
             self.unsent.pop_front();
+        }
+    }
+
+    /// proc.go procresize: follow the CPUs that went offline or came online
+    /// since the last pass. The BPF layer takes hotplug in place (user/bpf)
+    /// and counts it; a CPU that went offline has its P's queues moved to
+    /// the global queue and idles for good, and the tasks already handed to
+    /// its kernel queue run on the first CPUs that look for work. Nothing is
+    /// read from sysfs: a hotplug holds its CPU's device lock until it ends,
+    /// and it may wait for a task that only this agent can run.
+    fn resize(&mut self) {
+        let bss = self.bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
+        if bss.nr_hotplug == self.hotplugs {
+            return;
+        }
+        self.hotplugs = bss.nr_hotplug;
+        let now: Vec<bool> = (0..self.nr_cpus).map(|c| bss.cpu_offline[c] != 0).collect();
+        for (c, off) in now.into_iter().enumerate() {
+            if off == self.offline[c] {
+                continue;
+            }
+            self.offline[c] = off;
+            self.procresize += 1;
+            if off {
+                self.sched.procresize(c);
+                self.sched.set_offline(c);
+                self.inflight[c].clear();
+            } else {
+                self.sched.set_online(c);
+            }
         }
     }
 
@@ -593,6 +627,7 @@ impl<'a> Agent<'a> {
                 + self.inflight.iter().map(|q| q.len() as u64).sum::<u64>(),
         );
         m.kthread = self.kthread;
+        m.procresize = self.procresize;
         m
     }
 
@@ -618,6 +653,7 @@ impl<'a> Agent<'a> {
             self.here = usize::try_from(unsafe { libc::sched_getcpu() }).unwrap_or(0);
             self.waits_here = false;
             self.flush_unsent();
+            self.resize();
             while let Ok(Some(task)) = self.bpf.dequeue_task() {
                 self.enqueue(task, now);
             }
@@ -662,15 +698,6 @@ impl<'a> Agent<'a> {
         }
         exit
     }
-}
-
-/// sched_ext's count of CPU hotplug events.
-fn hotplug_seq() -> Result<u64> {
-    let path = "/sys/kernel/sched_ext/hotplug_seq";
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
-    text.trim()
-        .parse()
-        .with_context(|| format!("{path}: not a number: {text:?}"))
 }
 
 /// Whether a write of a few hundred bytes to `fd` would not block now.
@@ -734,10 +761,6 @@ fn run(opts: Opts) -> Result<bool> {
     let mut open_object = MaybeUninit::uninit();
     let params = opts.policy.params(*scx_utils::NR_CPU_IDS, 1);
     let mut agent = Agent::init(params, &opts.agent, &mut open_object)?;
-    if agent.stale {
-        log::info!("a CPU hotplug came during the load");
-        return Ok(true);
-    }
     Ok(agent.run(&stats_server, stats)?.should_restart())
 }
 
