@@ -10,8 +10,8 @@ use crate::bpf_intf::*;
 use crate::model::{us_to_ns, Params};
 use crate::sim::SimOpts;
 
-/// Exit code of scx_gmp-user for "the kernel asked for a restart" (CPU
-/// hotplug, say): `scx_gmp --mode user` then starts a fresh one.
+/// Exit code of scx_gmp-user for "the kernel asked for a restart" (a CPU
+/// hotplug during the load): `scx_gmp --mode user` then starts a fresh one.
 pub const RESTART_EXIT: i32 = 75;
 
 /// `--version`: the crate version, the git commit and the target, as the scx

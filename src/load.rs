@@ -29,8 +29,9 @@ pub fn preflight() -> Result<()> {
     Ok(())
 }
 
-/// Before loading again when the kernel asked for a restart (in user mode,
-/// a CPU went on- or offline; the BPF mode handles hotplug itself): wait
+/// Before loading again when the kernel asked for a restart (a CPU went
+/// on- or offline during the load; once loaded, both modes take hotplug
+/// in place): wait
 /// until every CPU hotplug under way has finished, since the kernel asks
 /// from inside the hotplug and a load then competes with it. Reading a
 /// CPU's `online` file waits for that: the kernel reads it under the CPU

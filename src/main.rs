@@ -95,7 +95,17 @@ fn supervise_user_mode() -> Result<()> {
     }
 }
 
+/// For the commands that only print (`sim`, `check`, `--monitor`): a
+/// reader that goes away ends the process quietly, as it ends `yes | head`
+/// (Rust ignores SIGPIPE, and a print to a closed pipe would panic).
+fn die_on_sigpipe() {
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 fn run(opts: Opts) -> Result<()> {
+    if opts.cmd.is_some() || opts.monitor.is_some() {
+        die_on_sigpipe();
+    }
     match &opts.cmd {
         Some(Cmd::Sim(o)) => return sim::simulate(&opts.policy, o),
         Some(Cmd::Check { file }) => return check::run(file),

@@ -184,3 +184,31 @@ fn sim_takes_the_policy_knobs_and_refuses_bad_ones() {
     let (code, _, err) = scx_gmp(&["sim", "--procs", "0"]);
     assert_eq!(code, 2, "{err}");
 }
+
+#[test]
+fn output_to_a_closed_pipe_ends_quietly() {
+    use std::process::Stdio;
+    // `scx_gmp sim ... | head -1`: the reader goes away before the first
+    // line; scx_gmp ends by SIGPIPE, as `yes | head` does, with no error
+    // and no panic.
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_scx_gmp"))
+        .args([
+            "sim",
+            "--procs",
+            "4",
+            "--tasks",
+            "2000",
+            "--trace-ms",
+            "0.01",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run scx_gmp");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("cannot wait for scx_gmp");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "stderr: {err}");
+    assert!(err.is_empty(), "stderr: {err}");
+}

@@ -79,7 +79,7 @@ fn stats(text: &str) -> Metrics {
         .lines()
         .find_map(|l| l.strip_prefix("stats_json="))
         .unwrap_or_else(|| panic!("no stats_json= line in:\n{text}"));
-    serde_json::from_str(json).unwrap_or_else(|e| panic!("bad stats record ({e}): {json}"))
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("bad stats record ({e}) in:\n{text}"))
 }
 
 /// The guest's sched_ext log lines (`dmesg: ...`): scx_gmp was enabled, and

@@ -105,11 +105,12 @@ volatile u64 nr_running, nr_online_cpus;
 /*
  * scx_gmp: CPU hotplug. @cpu_offline[cpu] is 1 while @cpu is offline (set
  * at init from the kernel's online mask, then by cpu_online/cpu_offline),
- * @nr_offline counts them, and @nr_hotplug counts the changes: the agent
- * reads them to resize its model.
+ * and @nr_hotplug counts the changes: the agent reads both to resize its
+ * model. @cpu_left[cpu] is 1 while a CPU that went offline after the load
+ * is still offline (its DSQ may hold tasks), and @nr_left counts those.
  */
-u8 cpu_offline[MAX_CPUS];
-volatile u64 nr_offline, nr_hotplug;
+u8 cpu_offline[MAX_CPUS], cpu_left[MAX_CPUS];
+volatile u64 nr_hotplug, nr_left;
 
 /* Dispatch statistics */
 volatile u64 nr_user_dispatches, nr_kernel_dispatches,
@@ -909,15 +910,16 @@ static long handle_dispatched_task(struct bpf_dynptr *dynptr, void *context)
  * local DSQ to optimize the scheduling pipeline).
  */
 /*
- * scx_gmp: move a task from the DSQ of an offline CPU to this CPU's local
- * DSQ; whether one moved.
+ * scx_gmp: move a task from the DSQ of a CPU that went offline to this
+ * CPU's local DSQ; whether one moved.
  */
 static bool consume_offline(void)
 {
-	s32 cpu;
+	u32 cpu;
 
 	bpf_for(cpu, 0, nr_cpu_ids) {
-		if (is_offline(cpu) && scx_bpf_dsq_move_to_local(cpu_to_dsq(cpu), 0))
+		if (cpu < MAX_CPUS && cpu_left[cpu] &&
+		    scx_bpf_dsq_move_to_local(cpu_to_dsq(cpu), 0))
 			return true;
 	}
 	return false;
@@ -959,7 +961,7 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 	 * scx_gmp: tasks left in the DSQ of a CPU that went offline run on
 	 * the CPUs that look for work (each takes one it may run).
 	 */
-	if (nr_offline && consume_offline())
+	if (nr_left && consume_offline())
 		return;
 
 	/*
@@ -1198,11 +1200,14 @@ static void set_offline(s32 cpu, bool offline)
 	if (i >= MAX_CPUS || cpu_offline[i] == offline)
 		return;
 	cpu_offline[i] = offline;
-	if (offline)
-		__sync_fetch_and_add(&nr_offline, 1);
-	else
-		__sync_fetch_and_sub(&nr_offline, 1);
 	__sync_fetch_and_add(&nr_hotplug, 1);
+	if (offline) {
+		cpu_left[i] = 1;
+		__sync_fetch_and_add(&nr_left, 1);
+	} else if (cpu_left[i]) {
+		cpu_left[i] = 0;
+		__sync_fetch_and_sub(&nr_left, 1);
+	}
 }
 
 void BPF_STRUCT_OPS(rustland_cpu_online, s32 cpu)
@@ -1224,10 +1229,8 @@ static void init_offline(void)
 	u32 cpu;
 
 	bpf_for(cpu, 0, nr_cpu_ids) {
-		if (cpu < MAX_CPUS && !bpf_cpumask_test_cpu(cpu, online)) {
+		if (cpu < MAX_CPUS && !bpf_cpumask_test_cpu(cpu, online))
 			cpu_offline[cpu] = 1;
-			nr_offline++;
-		}
 	}
 	scx_bpf_put_cpumask(online);
 }

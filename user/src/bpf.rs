@@ -3,6 +3,11 @@
 // This software may be used and distributed according to the terms of the
 // GNU General Public License version 2.
 
+// scx_gmp-user's copy of scx_rustland_core 2.4.15's assets/bpf.rs, unchanged:
+// the connector to its BPF layer, which user/bpf holds (changed there to
+// take CPU hotplug in place). The crate's RustLandBuilder writes both, and
+// would write the original BPF layer.
+
 use std::mem::MaybeUninit;
 
 use crate::bpf_intf;

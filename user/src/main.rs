@@ -8,7 +8,8 @@
 //! It is a crate of its own because scx_rustland_core installs a global
 //! allocator (a locked 64 MiB arena), its own SIGINT/SIGTERM handler and a
 //! seccomp filter, which the BPF mode and the simulator must not run under.
-//! `src/bpf.rs` is scx_rustland_core's BPF connector, which build.rs writes.
+//! `src/bpf.rs` and `bpf/` are a copy of scx_rustland_core's BPF connector
+//! and BPF layer; the layer is changed to take CPU hotplug in place.
 
 #[allow(clippy::all)]
 #[rustfmt::skip]
