@@ -13,5 +13,4 @@ pub mod load;
 pub mod model;
 pub mod sim;
 pub mod stats;
-pub mod threads;
 pub mod trace;

@@ -1,11 +1,12 @@
 /* Copyright (c) Andrea Righi <andrea.righi@linux.dev> */
 /*
  * scx_gmp-user's copy of scx_rustland_core 2.4.15's BPF layer
- * (assets/bpf/main.bpf.c), changed in one way only, marked "scx_gmp:": it
+ * (assets/bpf/main.bpf.c), changed in two ways, marked "scx_gmp:". It
  * takes CPU hotplug in place (cpu_online/cpu_offline), where the original
- * makes the kernel unload it and ask for a restart. Under load a restart
+ * makes the kernel unload it and ask for a restart: under load a restart
  * left every task under the kernel's own scheduler, and then a fresh agent,
- * for minutes, and RCU stalled (README, "When things go wrong").
+ * for minutes, and RCU stalled (README, "When things go wrong"). And it
+ * runs every kernel thread in place, not only the per-CPU ones.
  *
  * scx_rustland_core: BPF backend for schedulers running in user-space.
  *
@@ -811,8 +812,13 @@ void BPF_STRUCT_OPS(rustland_enqueue, struct task_struct *p, u64 enq_flags)
 	 * This allows to prioritize critical kernel threads that may
 	 * potentially stall the entire system if they are blocked for too long
 	 * (i.e., ksoftirqd/N, rcuop/N, etc.).
+	 *
+	 * scx_gmp: every kernel thread, not only the per-CPU ones. They are the
+	 * runtime, not goroutines (Go's sysmon runs without a P): queued behind
+	 * a backlog of thousands in the agent's model, RCU's grace-period
+	 * kthread waited there 10 s, and RCU stalled.
 	 */
-	if ((is_kthread(p) && p->nr_cpus_allowed == 1) || is_kswapd(p) || is_khugepaged(p)) {
+	if (is_kthread(p) || is_kswapd(p) || is_khugepaged(p)) {
 		scx_bpf_dsq_insert_vtime(p, cpu_to_dsq(prev_cpu),
 					 slice_ns, p->scx.dsq_vtime, enq_flags);
 		__sync_fetch_and_add(&nr_kernel_dispatches, 1);

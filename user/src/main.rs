@@ -9,7 +9,19 @@
 //! allocator (a locked 64 MiB arena), its own SIGINT/SIGTERM handler and a
 //! seccomp filter, which the BPF mode and the simulator must not run under.
 //! `src/bpf.rs` and `bpf/` are a copy of scx_rustland_core's BPF connector
-//! and BPF layer; the layer is changed to take CPU hotplug in place.
+//! and BPF layer; the layer is changed to take CPU hotplug in place and to
+//! run every kernel thread itself (they are the runtime, not goroutines:
+//! Go's sysmon runs without a P), so only user threads reach the model.
+//!
+//! The agent schedules every task, so it must never sleep on a lock that a
+//! task it has not run yet may hold: that task would wait for the agent and
+//! the agent for it, until the kernel ejects the scheduler (an RCU stall).
+//! Reading another task's /proc files can do that on Linux 7.3: `stat`
+//! takes the target's exec lock (held by a task preempted in execve), and
+//! `status` may drop the last reference to an exiting task's memory and
+//! free it under a lock shared with its forked relatives. So once loaded it
+//! reads none, nor sysfs: it asks the BPF layer's task storage, and
+//! `kill(tid, 0)`.
 
 #[allow(clippy::all)]
 #[rustfmt::skip]
@@ -34,7 +46,6 @@ use scx_gmp::cli::{version, AgentOpts, PolicyOpts, RESTART_EXIT};
 use scx_gmp::load::{check_interval, exit_code, init_log, preflight};
 use scx_gmp::model::{Affinity, Params, Sched, G};
 use scx_gmp::stats::{server_data, Metrics};
-use scx_gmp::threads::is_kworker;
 
 /// scx_gmp-user: the Go runtime's G-M-P policy applied from user space.
 ///
@@ -118,13 +129,6 @@ fn blocked(bpf: &BpfScheduler, task: &QueuedTask) -> bool {
     }
 }
 
-/// Whether `task` is a kernel thread the agent runs in place: a workqueue
-/// worker, by its name. Other kernel threads are queued like goroutines
-/// (per-CPU ones never reach the agent: the BPF layer runs them).
-fn kernel_thread(task: &QueuedTask) -> bool {
-    is_kworker(&task.comm.map(|c| c as u8))
-}
-
 /// Whether thread `tid` still exists. A signal 0 reads no /proc file and
 /// takes no lock a task the agent schedules could hold.
 fn alive(tid: i32) -> bool {
@@ -190,8 +194,6 @@ struct Agent<'a> {
     /// The task id `prune` looked at last, and when its next batch is due.
     prune_at: usize,
     prune_next: u64,
-    /// Kernel threads run in place.
-    kthread: u64,
     /// The CPU this pass runs on (see `step_off`).
     here: usize,
     /// A task was handed to `here` in this pass, or waits there from an
@@ -260,7 +262,6 @@ impl<'a> Agent<'a> {
             prune_at: 0,
             prune_next: 0,
             stall_comm: agent.stall_comm(),
-            kthread: 0,
             here: 0,
             waits_here: false,
             step_offs: 0,
@@ -303,17 +304,7 @@ impl<'a> Agent<'a> {
                 g
             }
         };
-        // Kernel threads are the runtime, not goroutines (Go's sysmon runs
-        // without a P): they go straight back to their CPU.
         self.slots[g as usize].enqueued_at = now;
-        if kernel_thread(&task) {
-            self.kthread += 1;
-            let mut d = DispatchedTask::new(&task);
-            d.slice_ns = self.slice_ns;
-            self.waits_here |= d.cpu as usize == self.here;
-            self.send(d);
-            return;
-        }
         // A task that may not run everywhere (a cpuset, sched_setaffinity)
         // is queued by Go's rules like any other, within its CPUs.
         let aff = match (task.nr_cpus_allowed as usize) < self.nr_cpus {
@@ -587,10 +578,9 @@ impl<'a> Agent<'a> {
             "in no model queue".into()
         };
         log::warn!(
-            "stalled task {tid} (task id {g}, kthread {}): queued {} ({place}), in flight on {inflight:?}; \
+            "stalled task {tid} (task id {g}): queued {} ({place}), in flight on {inflight:?}; \
              handed to the agent {} ms ago (enq_cnt {}, cpu {}, {} CPUs allowed), dispatched {} ms ago to CPU {}; \
              {} unsent dispatches",
-            kernel_thread(&slot.task),
             slot.queued,
             ms(slot.enqueued_at),
             slot.task.enq_cnt,
@@ -627,7 +617,14 @@ impl<'a> Agent<'a> {
             self.slots.iter().filter(|s| s.queued).count() as u64
                 + self.inflight.iter().map(|q| q.len() as u64).sum::<u64>(),
         );
-        m.kthread = self.kthread;
+        // Kernel threads never reach the agent: the BPF layer runs them.
+        m.kthread = self
+            .bpf
+            .skel
+            .maps
+            .bss_data
+            .as_ref()
+            .map_or(0, |b| b.nr_kernel_dispatches);
         m.procresize = self.procresize;
         m
     }
