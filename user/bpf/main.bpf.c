@@ -1,12 +1,13 @@
 /* Copyright (c) Andrea Righi <andrea.righi@linux.dev> */
 /*
  * scx_gmp-user's copy of scx_rustland_core 2.4.15's BPF layer
- * (assets/bpf/main.bpf.c), changed in two ways, marked "scx_gmp:". It
+ * (assets/bpf/main.bpf.c), changed in three ways, marked "scx_gmp:". It
  * takes CPU hotplug in place (cpu_online/cpu_offline), where the original
  * makes the kernel unload it and ask for a restart: under load a restart
  * left every task under the kernel's own scheduler, and then a fresh agent,
- * for minutes, and RCU stalled (README, "When things go wrong"). And it
- * runs every kernel thread in place, not only the per-CPU ones.
+ * for minutes, and RCU stalled (README, "When things go wrong"). It runs
+ * every kernel thread in place, not only the per-CPU ones. And a CPU runs
+ * the tasks in its DSQ before the user-space scheduler.
  *
  * scx_rustland_core: BPF backend for schedulers running in user-space.
  *
@@ -944,17 +945,25 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 		dbg_msg("User ringbuf drain error: %d", ret);
 
 	/*
+	 * Consume a task from the per-CPU DSQ.
+	 *
+	 * scx_gmp: before the user-space scheduler, not after it. The agent
+	 * keeps a backlog in its model, so it always has pending work, and
+	 * ahead of this CPU's DSQ it kept the tasks there waiting as long as
+	 * the backlog lasted: a kernel thread run in place (RCU's grace-period
+	 * kthread among them) starved behind it on its CPU, and RCU stalled.
+	 * The agent runs when a CPU has nothing queued, which is when it has
+	 * something to hand that CPU.
+	 */
+	if (scx_bpf_dsq_move_to_local(cpu_to_dsq(cpu), 0))
+		return;
+
+	/*
 	 * Dispatch the user-space scheduler if there's any pending action
 	 * to do.
 	 */
 	if (usersched_has_pending_tasks() &&
 	    scx_bpf_dsq_move_to_local(SCHED_DSQ, 0))
-		return;
-
-	/*
-	 * Consume a task from the per-CPU DSQ.
-	 */
-	if (scx_bpf_dsq_move_to_local(cpu_to_dsq(cpu), 0))
 		return;
 
 	/*

@@ -194,13 +194,6 @@ struct Agent<'a> {
     /// The task id `prune` looked at last, and when its next batch is due.
     prune_at: usize,
     prune_next: u64,
-    /// The CPU this pass runs on (see `step_off`).
-    here: usize,
-    /// A task was handed to `here` in this pass, or waits there from an
-    /// earlier one: the agent must step off that CPU for it to run.
-    waits_here: bool,
-    /// Times the agent stepped off its CPU.
-    step_offs: u64,
     /// `--stats` lines skipped because stdout could block.
     stats_skipped: u64,
     epoch: Instant,
@@ -262,9 +255,6 @@ impl<'a> Agent<'a> {
             prune_at: 0,
             prune_next: 0,
             stall_comm: agent.stall_comm(),
-            here: 0,
-            waits_here: false,
-            step_offs: 0,
             stats_skipped: 0,
             epoch: Instant::now(),
             per_cpu: vec![0; nr_cpus],
@@ -454,32 +444,6 @@ impl<'a> Agent<'a> {
         }
     }
 
-    /// While tasks wait in the model, rustland runs this agent ahead of the
-    /// queue of the CPU it is on, and its yield brings it straight back to
-    /// that CPU: a task handed to that CPU would wait as long as the backlog
-    /// lasts (an RCU stall: the RCU kthread waited there 21 s). So when one
-    /// waits there, the agent moves off that CPU (its affinity becomes every
-    /// other CPU; the kernel migrates it, and rustland kicks the CPU it lands
-    /// on). Sleeping instead would not do: rustland does not kick a woken
-    /// agent, so it could wait for a CPU that happens to look for work.
-    ///
-    /// Once moved, the agent may run anywhere again at once: rustland keeps
-    /// a sleeping agent on a shared queue that only the CPUs it may run on
-    /// take it from, and it kicks the CPU of the task that needs the agent,
-    /// not the agent's. Left out of one CPU, the agent waited for the 1 s
-    /// timer whenever that CPU was the one kicked: at 2 vCPUs, 272 ms per
-    /// `perf bench sched pipe` hand-off.
-    fn step_off(&mut self) {
-        let waits = self.waits_here || self.inflight.get(self.here).is_some_and(|q| !q.is_empty());
-        if !waits || self.nr_cpus < 2 {
-            return;
-        }
-        if set_affinity((0..self.nr_cpus).filter(|&c| c != self.here)) {
-            self.step_offs += 1;
-        }
-        set_affinity(0..self.nr_cpus);
-    }
-
     /// Forget the threads that exited: their task ids go back to the model
     /// for reuse, so the agent's state follows the live threads, not every
     /// id it ever saw (a new thread under an id it knows needs nothing new:
@@ -648,8 +612,6 @@ impl<'a> Agent<'a> {
                     next_print = Some(at + intv);
                 }
             }
-            self.here = usize::try_from(unsafe { libc::sched_getcpu() }).unwrap_or(0);
-            self.waits_here = false;
             self.flush_unsent();
             self.resize();
             while let Ok(Some(task)) = self.bpf.dequeue_task() {
@@ -660,13 +622,10 @@ impl<'a> Agent<'a> {
             // whenever a CPU looks for work: when its task blocked or
             // exited, which nothing else would tell (an exit never comes
             // back as an enqueue).
+            // A CPU runs the tasks in its DSQ before this loop again
+            // (user/bpf), so the backlog delays no task handed to the CPU
+            // that this loop runs on.
             let queued = self.sched.nr_queued() + self.unsent.len();
-            // Pending before a step off: the CPU the agent lands on runs it
-            // only if rustland sees work pending.
-            *self.bpf.nr_scheduled_mut() = queued as u64;
-            if queued > 0 {
-                self.step_off();
-            }
             self.bpf.notify_complete(queued as u64);
             if req_ch.try_recv().is_ok() {
                 res_ch.send(self.metrics())?;
@@ -682,10 +641,9 @@ impl<'a> Agent<'a> {
             *self.bpf.nr_sched_congested_mut(),
         ];
         log::info!(
-            "dispatches deferred on a full ring: {}; steps off its own CPU: {}; \
+            "dispatches deferred on a full ring: {}; \
              stats lines skipped (stdout full): {}; rustland user/kernel/bounce/cancel/fail/congested {:?}",
             self.deferred,
-            self.step_offs,
             self.stats_skipped,
             c
         );
@@ -707,17 +665,6 @@ fn writable(fd: i32) -> bool {
     };
     let ready = unsafe { libc::poll(&mut p, 1, 0) };
     ready == 1 && p.revents & libc::POLLOUT != 0
-}
-
-/// Let this thread run on `cpus` only; the kernel moves it at once if it is
-/// on another. Whether that worked.
-fn set_affinity(cpus: impl Iterator<Item = usize>) -> bool {
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for c in cpus {
-        unsafe { libc::CPU_SET(c, &mut set) };
-    }
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    unsafe { libc::sched_setaffinity(0, size, &set) == 0 }
 }
 
 /// Start the stats server, before the BPF layer is up: after that, this
