@@ -210,10 +210,34 @@ const USER: &str = "--mode user";
 
 /// Run tests/guest/SCRIPT in the VM with scx_gmp, then `args`.
 fn guest(opts: &[&str], script: &str, args: &[&str]) -> Run {
+    if args.iter().any(|a| a.contains(USER)) {
+        assert_user_mode_built();
+    }
     let path = guest_script(script);
     let mut cmd = vec!["bash", &path, env!("CARGO_BIN_EXE_scx_gmp")];
     cmd.extend_from_slice(args);
     vm_run(opts, &cmd)
+}
+
+/// scx_gmp-user is another package's binary: `cargo test --test vm` builds
+/// scx_gmp's binaries only, and would let the user-mode tests run an old
+/// scx_gmp-user. So they refuse one older than its sources.
+fn assert_user_mode_built() {
+    let modified = |p: &std::path::Path| p.metadata().and_then(|m| m.modified()).ok();
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_scx_gmp")).with_file_name("scx_gmp-user");
+    let built = modified(&bin).unwrap_or_else(|| panic!("{} is not built", bin.display()));
+    let newest = ["user/src", "user/bpf", "src", "bpf"]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(repo().join(d)).ok())
+        .flatten()
+        .filter_map(|e| modified(&e.ok()?.path()))
+        .max()
+        .unwrap();
+    assert!(
+        built >= newest,
+        "{} is older than its sources: run `cargo build -p scx_gmp-user` (or plain `cargo test`) first",
+        bin.display()
+    );
 }
 
 /// The per-CPU busy shares a gmp-load line reports (`share=a,b,...`).
