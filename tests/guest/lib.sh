@@ -65,13 +65,14 @@ check_trace() {
 }
 
 # tell PREFIX: print each line of stdin with PREFIX, and put it in the
-# kernel log as a warning too, so that it reaches the console file that
-# vm/run keeps even when the guest is too stuck to bring the output back.
+# kernel log too, at error level (vm/run's console file gets errors and
+# worse), so that it reaches that file even when the guest is too stuck to
+# bring the output back.
 tell() {
 	local l
 	while IFS= read -r l; do
 		echo "$1$l"
-		echo "<4>$1$l" >/dev/kmsg
+		echo "<3>$1$l" >/dev/kmsg
 	done
 }
 
