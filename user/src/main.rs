@@ -129,6 +129,22 @@ fn blocked(bpf: &BpfScheduler, task: &QueuedTask) -> bool {
     }
 }
 
+/// The BPF layer's count of CPU hotplug events (user/bpf).
+fn hotplug_count(bpf: &BpfScheduler) -> u64 {
+    bpf.skel
+        .maps
+        .bss_data
+        .as_ref()
+        .expect("BPF .bss")
+        .nr_hotplug
+}
+
+/// Which of the first `nr_cpus` CPUs the BPF layer has offline (user/bpf).
+fn offline_cpus(bpf: &BpfScheduler, nr_cpus: usize) -> Vec<bool> {
+    let bss = bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
+    (0..nr_cpus).map(|c| bss.cpu_offline[c] != 0).collect()
+}
+
 /// Whether thread `tid` still exists. A signal 0 reads no /proc file and
 /// takes no lock a task the agent schedules could hold.
 fn alive(tid: i32) -> bool {
@@ -233,9 +249,7 @@ impl<'a> Agent<'a> {
         // which are when it was loaded (this agent must not read sysfs now:
         // see `resize`).
         let mut sched = Sched::new(params);
-        let bss = bpf.skel.maps.bss_data.as_ref().context("no BPF .bss")?;
-        let offline: Vec<bool> = (0..nr_cpus).map(|c| bss.cpu_offline[c] != 0).collect();
-        let hotplugs = bss.nr_hotplug;
+        let (hotplugs, offline) = (hotplug_count(&bpf), offline_cpus(&bpf, nr_cpus));
         for c in (0..nr_cpus).filter(|&c| offline[c]) {
             sched.set_offline(c);
         }
@@ -375,13 +389,17 @@ impl<'a> Agent<'a> {
     /// read from sysfs: a hotplug holds its CPU's device lock until it ends,
     /// and it may wait for a task that only this agent can run.
     fn resize(&mut self) {
-        let bss = self.bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
-        if bss.nr_hotplug == self.hotplugs {
+        // The count first: a hotplug between the two reads is seen again on
+        // the next pass.
+        let hotplugs = hotplug_count(&self.bpf);
+        if hotplugs == self.hotplugs {
             return;
         }
-        self.hotplugs = bss.nr_hotplug;
-        let now: Vec<bool> = (0..self.nr_cpus).map(|c| bss.cpu_offline[c] != 0).collect();
-        for (c, off) in now.into_iter().enumerate() {
+        self.hotplugs = hotplugs;
+        for (c, off) in offline_cpus(&self.bpf, self.nr_cpus)
+            .into_iter()
+            .enumerate()
+        {
             if off == self.offline[c] {
                 continue;
             }
