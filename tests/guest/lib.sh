@@ -107,33 +107,49 @@ hang_guard() {
 }
 
 # stall_watch: at RCU's first stall warning (a task it waits for has not
-# run for 21 s), print once what the scheduling processes and RCU's
-# grace-period kthread were doing: each thread's state, wait channel and
-# kernel stack, then sched_ext's own dump of every CPU (sysrq D) cut to those
-# tasks. It runs SCHED_FIFO, outside sched_ext, so it runs however stuck the
-# scheduler is. Sets WATCH_PID (stop_guard ends it).
+# run for 21 s), and again at the next one a minute or more later, make the
+# kernel print what every CPU runs and holds: sched_ext's dump of every CPU
+# and its queues (sysrq D, which goes to the tracing buffer: copied into the
+# kernel log as "scx_dump:" lines), a backtrace of every busy CPU (sysrq l)
+# and the tasks in uninterruptible sleep (sysrq w), with the console opened
+# to every level from then on (it may print them later). It runs SCHED_DEADLINE (2 ms in every 20 ms), above every
+# real-time and sched_ext task, so CPUs held by real-time spinners do not
+# hold it off as they held off a SCHED_FIFO one; a deadline task may not
+# fork, so it uses shell builtins only. Sets WATCH_PID (stop_guard ends it).
 stall_watch() {
+	local trace=/sys/kernel/tracing
+	mountpoint -q $trace || mount -t tracefs none $trace 2>/dev/null
+	echo 1 >$trace/events/sched_ext/sched_ext_dump/enable 2>/dev/null
+	echo >$trace/trace 2>/dev/null
 	(
-		chrt -f -p 1 $BASHPID >/dev/null
-		while :; do
-			sleep 1 || exit 0 # stop_guard killed the sleep
-			dmesg | grep -q -e "detected stalls" -e "kthread starved" && break
-		done
-		{
-			echo "seen_at=$(cut -d' ' -f1 /proc/uptime) sched_ext $(cat $STATE) enable_seq $(cat /sys/kernel/sched_ext/enable_seq)"
-			for p in $(pgrep -x scx_gmp-user; pgrep -x scx_gmp; pgrep -x rcu_preempt); do
-				for t in /proc/$p/task/*; do
-					echo "${t#/proc/} $(cat $t/comm) state $(cut -d' ' -f3 $t/stat) wchan $(cat $t/wchan)"
-					sed 's/^/  /' $t/stack
-				done
-			done
-			mark=$(dmesg | wc -l)
+		chrt -d -T 2000000 -P 20000000 -D 20000000 -p 0 $BASHPID || exit 0
+		local line reports=0 last=-60 st errors=0 n
+		exec 3</dev/kmsg
+		while [ $errors -lt 100 ]; do
+			# A read fails when the log overwrote a record before it was read.
+			IFS= read -r -u 3 line || { errors=$((errors + 1)) && continue; }
+			errors=0
+			case $line in
+			*"detected stalls"* | *"kthread starved"*) ;;
+			*) continue ;;
+			esac
+			[ "$SECONDS" -ge $((last + 60)) ] || continue
+			last=$SECONDS reports=$((reports + 1))
+			read -r st <$STATE
+			echo "<3>stall: report $reports at ${SECONDS}s of the script, sched_ext $st" >/dev/kmsg
+			echo 8 >/proc/sys/kernel/printk
 			echo D >/proc/sysrq-trigger
-			sleep 2
-			dmesg | tail -n +$((mark + 1)) |
-				grep -E -A4 '^\[[ 0-9.]*\] (CPU |Sched_ext|.*(R|S|D) (rcu_preempt|scx_gmp)[^ ]*\[)' |
-				head -n 200 | sed 's/^\[[ 0-9.]*\] /dump: /'
-		} | tell "stall: "
+			n=0
+			while IFS= read -r line && [ $n -lt 600 ]; do
+				case $line in "#"* | "") continue ;; esac
+				echo "<3>scx_dump: ${line##*sched_ext_dump: }" >/dev/kmsg
+				n=$((n + 1))
+			done <$trace/trace
+			echo >$trace/trace
+			echo l >/proc/sysrq-trigger
+			echo w >/proc/sysrq-trigger
+			[ $reports -lt 2 ] || break
+		done
 	) 2>/dev/null &
 	WATCH_PID=$!
 	disown "$WATCH_PID"

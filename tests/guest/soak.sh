@@ -10,6 +10,8 @@ SCX_GMP=$1 GMP_LOAD=$2 SECS=$3 GMP_ARGS=${4:-}
 n=$(nproc)
 half=$((n / 2))
 sysctl -qw kernel.threads-max=200000 kernel.pid_max=200000
+# A process killed by a signal is named in the kernel log, with the signal.
+sysctl -qw kernel.print-fatal-signals=1
 # The whole soak takes SECS and a few minutes more (the 60 s one about 3);
 # past twice that plus 6 minutes it has hung.
 hang_guard $((SECS * 2 + 360))
@@ -103,6 +105,9 @@ echo "state_after_soak=$(cat $STATE)"
 echo "rcu_stall_warnings=$(dmesg | grep -c 'rcu_preempt detected stalls')"
 dmesg | grep -A2 'rcu_preempt detected stalls' | sed 's/^\[[ 0-9.]*\] /rcu: /'
 echo "hotplug_at=$hotplug_at hotplug_done_at=$hotplug_done_at"
+# Processes a signal killed (print-fatal-signals, above).
+echo "fatal_signals=$(dmesg | grep -c 'potentially unexpected fatal signal')"
+dmesg | grep -A1 'potentially unexpected fatal signal' | head -n 20 | sed 's/^\[[ 0-9.]*\] /fatal: /'
 # The kernel's hung-task warnings: a task in uninterruptible sleep for
 # 120 s (a stall that the watchdog does not see: the task is not runnable).
 echo "hung_task_warnings=$(dmesg | grep -c 'blocked for more than')"
