@@ -355,6 +355,23 @@ fn stats_pipe(mode: &str) {
     assert!(num(out, "stats_lines") > 0, "no line written: {out}");
 }
 
+/// Real-time tasks hold every CPU (tests/guest/rthold.sh): the user-mode
+/// agent once queued tasks on CPUs that never ran them, and the stressor,
+/// which waits for a sched_ext task to end it, never ended.
+fn rt_hold(mode: &str) {
+    let r = guest(&["--cpus", "4"], "rthold.sh", &[mode]);
+    let out = ok_stdout(&r);
+    assert_survived(
+        out,
+        &[
+            ("stress_exit", "0"),
+            ("state_after_stress", "enabled"),
+            ("rcu_stall_warnings", "0"),
+            ("gmp_exit", "0"),
+        ],
+    );
+}
+
 fn rules(mode: &str) {
     let r = guest(&["--cpus", "4"], "rules.sh", &[&gmp_load(), mode]);
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
@@ -584,6 +601,11 @@ fn scheduler_survives_scx_ci_stress_ng_run() {
 }
 
 #[test]
+fn scheduler_survives_real_time_tasks_holding_every_cpu() {
+    rt_hold(BPF);
+}
+
+#[test]
 fn scheduler_applies_each_go_rule() {
     rules(BPF);
 }
@@ -642,6 +664,15 @@ fn user_mode_survives_proc_readers_beside_cpu_hogs() {
 #[test]
 fn user_mode_stats_never_wait_for_a_full_stdout() {
     stats_pipe(USER);
+}
+
+/// Found, not fixed (README, "When things go wrong"): user mode passed 3
+/// of 5 trials of this load on 2026-11-24, and its ten-minute soak hangs
+/// here. Run it with `cargo test --test vm -- --ignored`.
+#[test]
+#[ignore = "user mode still starves under real-time hogs (README)"]
+fn user_mode_survives_real_time_tasks_holding_every_cpu() {
+    rt_hold(USER);
 }
 
 #[test]

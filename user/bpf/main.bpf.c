@@ -1,13 +1,14 @@
 /* Copyright (c) Andrea Righi <andrea.righi@linux.dev> */
 /*
  * scx_gmp-user's copy of scx_rustland_core 2.4.15's BPF layer
- * (assets/bpf/main.bpf.c), changed in three ways, marked "scx_gmp:". It
+ * (assets/bpf/main.bpf.c), changed in four ways, marked "scx_gmp:". It
  * takes CPU hotplug in place (cpu_online/cpu_offline), where the original
  * makes the kernel unload it and ask for a restart: under load a restart
  * left every task under the kernel's own scheduler, and then a fresh agent,
  * for minutes, and RCU stalled (README, "When things go wrong"). It runs
- * every kernel thread in place, not only the per-CPU ones. And a CPU runs
- * the tasks in its DSQ before the user-space scheduler.
+ * every kernel thread in place, not only the per-CPU ones. A CPU runs the
+ * tasks in its DSQ before the user-space scheduler. And it does not leave
+ * tasks on a CPU that a real-time task holds (cpu_release/cpu_acquire).
  *
  * scx_rustland_core: BPF backend for schedulers running in user-space.
  *
@@ -113,6 +114,23 @@ volatile u64 nr_running, nr_online_cpus;
  */
 u8 cpu_offline[MAX_CPUS], cpu_left[MAX_CPUS];
 volatile u64 nr_hotplug, nr_left;
+
+/*
+ * scx_gmp: entersyscall. @cpu_held[cpu] is 1 from the moment a real-time or
+ * deadline task takes @cpu (cpu_release) until the CPU is back
+ * (cpu_acquire), and @held_at[cpu] says since when (ns); @nr_held counts
+ * the held CPUs. A held CPU runs sched_ext tasks only within the kernel's
+ * deadline server (50 ms a second), and only if a task of its own is
+ * queued there, so nothing that may run elsewhere is queued on it, and once
+ * it has been held for a slice (retake), @cpu_retaken[cpu] is 1 and the
+ * other CPUs take what its DSQ holds. @nr_syscall, @nr_retake_cpus and
+ * @nr_retake count the takes, the retakes, and the tasks kept off held
+ * CPUs (moved from a retaken CPU's DSQ, or queued to the shared DSQ in
+ * its stead).
+ */
+u8 cpu_held[MAX_CPUS], cpu_retaken[MAX_CPUS];
+u64 held_at[MAX_CPUS];
+volatile u64 nr_held, nr_syscall, nr_retake_cpus, nr_retake;
 
 /* Dispatch statistics */
 volatile u64 nr_user_dispatches, nr_kernel_dispatches,
@@ -359,6 +377,36 @@ static bool is_offline(s32 cpu)
 }
 
 /*
+ * scx_gmp: whether a real-time or deadline task holds @cpu.
+ */
+static bool is_held(s32 cpu)
+{
+	u32 i = cpu;
+
+	return i < MAX_CPUS && cpu_held[i];
+}
+
+/*
+ * scx_gmp: whether @p must not wait in @cpu's DSQ: @cpu went offline, or a
+ * real-time task holds it and @p may run elsewhere.
+ */
+static bool is_stranded(const struct task_struct *p, s32 cpu)
+{
+	return is_offline(cpu) || (is_held(cpu) && p->nr_cpus_allowed > 1);
+}
+
+/*
+ * scx_gmp: wake an idle CPU that @p may use, if there is one.
+ */
+static void kick_idle_for(const struct task_struct *p)
+{
+	s32 cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+
+	if (cpu >= 0)
+		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+}
+
+/*
  * Return the DSQ ID associated to a CPU, or SHARED_DSQ if the CPU is not
  * valid.
  */
@@ -563,13 +611,14 @@ static void dispatch_task(const struct dispatched_task_ctx *task)
 	}
 
 	/*
-	 * scx_gmp: the target CPU went offline after the agent chose it: the
-	 * first CPU that looks for work takes the task.
+	 * scx_gmp: the target CPU went offline after the agent chose it, or a
+	 * real-time task holds it: the first CPU that looks for work takes the
+	 * task.
 	 */
-	if (is_offline(task->cpu)) {
+	if (is_stranded(p, task->cpu)) {
 		scx_bpf_dsq_insert_vtime(p, SHARED_DSQ,
 					 task->slice_ns, task->vtime, task->flags);
-		kick_task_cpu(p, prev_cpu);
+		kick_idle_for(p);
 		goto out_release;
 	}
 
@@ -820,10 +869,37 @@ void BPF_STRUCT_OPS(rustland_enqueue, struct task_struct *p, u64 enq_flags)
 	 * kthread waited there 10 s, and RCU stalled.
 	 */
 	if (is_kthread(p) || is_kswapd(p) || is_khugepaged(p)) {
+		/*
+		 * scx_gmp: not on a CPU that a real-time task holds, if it may
+		 * run elsewhere: there it would wait for the deadline server.
+		 */
+		if (is_stranded(p, prev_cpu)) {
+			scx_bpf_dsq_insert_vtime(p, SHARED_DSQ, slice_ns,
+						 p->scx.dsq_vtime, enq_flags);
+			__sync_fetch_and_add(&nr_kernel_dispatches, 1);
+			kick_idle_for(p);
+			return;
+		}
 		scx_bpf_dsq_insert_vtime(p, cpu_to_dsq(prev_cpu),
 					 slice_ns, p->scx.dsq_vtime, enq_flags);
 		__sync_fetch_and_add(&nr_kernel_dispatches, 1);
 		goto out_kick;
+	}
+
+	/*
+	 * scx_gmp: a real-time task holds the CPU the task is queued on:
+	 * while it does, sched_ext runs there only within the kernel's
+	 * deadline server, and a task waiting for the agent stays counted on
+	 * that CPU but in no DSQ it can run: under real-time hogs the servers
+	 * stopped picking (README, "When things go wrong"). So the task goes
+	 * to the shared DSQ itself, ahead of the agent's decisions (vtime 0),
+	 * for the first CPU that runs sched_ext.
+	 */
+	if (is_stranded(p, prev_cpu)) {
+		scx_bpf_dsq_insert_vtime(p, SHARED_DSQ, slice_ns, 0, enq_flags);
+		__sync_fetch_and_add(&nr_retake, 1);
+		kick_idle_for(p);
+		return;
 	}
 
 	/*
@@ -917,17 +993,41 @@ static long handle_dispatched_task(struct bpf_dynptr *dynptr, void *context)
  * local DSQ to optimize the scheduling pipeline).
  */
 /*
- * scx_gmp: move a task from the DSQ of a CPU that went offline to this
- * CPU's local DSQ; whether one moved.
+ * scx_gmp: retake (proc.go retake, its syscall half): mark each CPU that a
+ * real-time task has held for a slice or more as retaken, so that the CPUs
+ * that look for work take what its DSQ holds (consume_stranded). Any CPU.
  */
-static bool consume_offline(void)
+static void retake(void)
+{
+	u64 now = scx_bpf_now();
+	u32 cpu;
+
+	bpf_for(cpu, 0, nr_cpu_ids) {
+		if (cpu < MAX_CPUS && cpu_held[cpu] && !cpu_retaken[cpu] &&
+		    now - held_at[cpu] >= slice_ns) {
+			cpu_retaken[cpu] = 1;
+			__sync_fetch_and_add(&nr_retake_cpus, 1);
+		}
+	}
+}
+
+/*
+ * scx_gmp: move a task to this CPU's local DSQ from the DSQ of a CPU that
+ * went offline, or that has been retaken from a real-time task (a task
+ * only that CPU may run stays); whether one moved. Any CPU.
+ */
+static bool consume_stranded(void)
 {
 	u32 cpu;
 
 	bpf_for(cpu, 0, nr_cpu_ids) {
-		if (cpu < MAX_CPUS && cpu_left[cpu] &&
-		    scx_bpf_dsq_move_to_local(cpu_to_dsq(cpu), 0))
+		if (cpu >= MAX_CPUS || (!cpu_left[cpu] && !cpu_retaken[cpu]))
+			continue;
+		if (scx_bpf_dsq_move_to_local(cpu_to_dsq(cpu), 0)) {
+			if (cpu_retaken[cpu])
+				__sync_fetch_and_add(&nr_retake, 1);
 			return true;
+		}
 	}
 	return false;
 }
@@ -959,24 +1059,35 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 		return;
 
 	/*
-	 * Dispatch the user-space scheduler if there's any pending action
-	 * to do.
-	 */
-	if (usersched_has_pending_tasks() &&
-	    scx_bpf_dsq_move_to_local(SCHED_DSQ, 0))
-		return;
-
-	/*
 	 * Consume a task from the shared DSQ.
+	 *
+	 * scx_gmp: also before the user-space scheduler. What waits there was
+	 * decided already (by the agent, or by this layer for a kernel thread
+	 * or a held CPU), and the agent always has work while its model holds
+	 * a backlog. When real-time tasks hold every CPU, sched_ext runs only
+	 * within the deadline server's share, and with the agent first, the
+	 * kernel's watchdog (an unbound kworker, which waits here while CPUs
+	 * are held) once did not run for 30 s.
 	 */
 	if (scx_bpf_dsq_move_to_local(SHARED_DSQ, 0))
 		return;
 
 	/*
-	 * scx_gmp: tasks left in the DSQ of a CPU that went offline run on
-	 * the CPUs that look for work (each takes one it may run).
+	 * scx_gmp: tasks left in the DSQ of a CPU that went offline, or that
+	 * a real-time task holds, run on the CPUs that look for work (each
+	 * takes one it may run).
 	 */
-	if (nr_left && consume_offline())
+	if (nr_held)
+		retake();
+	if ((nr_left || nr_held) && consume_stranded())
+		return;
+
+	/*
+	 * Dispatch the user-space scheduler if there's any pending action
+	 * to do.
+	 */
+	if (usersched_has_pending_tasks() &&
+	    scx_bpf_dsq_move_to_local(SCHED_DSQ, 0))
 		return;
 
 	/*
@@ -1225,6 +1336,44 @@ static void set_offline(s32 cpu, bool offline)
 	}
 }
 
+/*
+ * scx_gmp: entersyscall - a real-time or deadline task took @cpu (not a
+ * stop-class migration, which gives it back at once). The tasks in its
+ * local DSQ, the one it preempted at their head, come back through
+ * rustland_enqueue() (SCX_ENQ_REENQ): to the agent, or, kernel threads, to
+ * a CPU that is not held. Owner only.
+ */
+void BPF_STRUCT_OPS(rustland_cpu_release, s32 cpu,
+		    struct scx_cpu_release_args *args)
+{
+	u32 i = cpu;
+
+	if (i >= MAX_CPUS || args->reason == SCX_CPU_PREEMPT_STOP)
+		return;
+	held_at[i] = scx_bpf_now();
+	if (!cpu_held[i]) {
+		cpu_held[i] = 1;
+		__sync_fetch_and_add(&nr_held, 1);
+	}
+	__sync_fetch_and_add(&nr_syscall, 1);
+	scx_bpf_reenqueue_local();
+}
+
+/*
+ * scx_gmp: exitsyscall - @cpu is back. Owner only.
+ */
+void BPF_STRUCT_OPS(rustland_cpu_acquire, s32 cpu,
+		    struct scx_cpu_acquire_args *args)
+{
+	u32 i = cpu;
+
+	if (i >= MAX_CPUS || !cpu_held[i])
+		return;
+	cpu_held[i] = 0;
+	cpu_retaken[i] = 0;
+	__sync_fetch_and_sub(&nr_held, 1);
+}
+
 void BPF_STRUCT_OPS(rustland_cpu_online, s32 cpu)
 {
 	set_offline(cpu, false);
@@ -1296,6 +1445,8 @@ SCX_OPS_DEFINE(rustland,
 	       .stopping		= (void *)rustland_stopping,
 	       .enable			= (void *)rustland_enable,
 	       .init_task		= (void *)rustland_init_task,
+	       .cpu_release		= (void *)rustland_cpu_release,
+	       .cpu_acquire		= (void *)rustland_cpu_acquire,
 	       .cpu_online		= (void *)rustland_cpu_online,
 	       .cpu_offline		= (void *)rustland_cpu_offline,
 	       .init			= (void *)rustland_init,

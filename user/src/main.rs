@@ -599,15 +599,15 @@ impl<'a> Agent<'a> {
             self.slots.iter().filter(|s| s.queued).count() as u64
                 + self.inflight.iter().map(|q| q.len() as u64).sum::<u64>(),
         );
-        // Kernel threads never reach the agent: the BPF layer runs them.
-        m.kthread = self
-            .bpf
-            .skel
-            .maps
-            .bss_data
-            .as_ref()
-            .map_or(0, |b| b.nr_kernel_dispatches);
         m.procresize = self.procresize;
+        if let Some(b) = self.bpf.skel.maps.bss_data.as_ref() {
+            // Kernel threads never reach the agent: the BPF layer runs them.
+            m.kthread = b.nr_kernel_dispatches;
+            // Nor do CPUs held by real-time tasks (user/bpf, cpu_release).
+            m.syscalls = b.nr_syscall;
+            m.retakes = b.nr_retake_cpus;
+            m.retake_tasks = b.nr_retake;
+        }
         m
     }
 

@@ -1,0 +1,18 @@
+# rthold.sh SCX_GMP [ARGS]: real-time tasks hold every CPU for 10 s while
+# sched_ext tasks wait: stress-ng's mutex stressor, whose threads run at
+# SCHED_FIFO and which ends only when its parent, a sched_ext task, signals
+# it. sched_ext tasks then run only within the kernel's deadline server
+# share, on the CPUs where one of them is queued. User mode once queued
+# tasks on CPUs that never ran them there: the stressor never ended, RCU
+# stalled, and the kernel ejected the scheduler (or hung ejecting it).
+SCX_GMP=$1
+GMP_ARGS=${2:-}
+. "$(dirname "$0")/lib.sh"
+start_gmp /tmp/gmp.log $GMP_ARGS || exit 1
+start=$SECONDS
+stress-ng --mutex "$(nproc)" -t 10 >/tmp/stress.log 2>&1
+echo "stress_exit=$? stress_secs=$((SECONDS - start))"
+echo "state_after_stress=$(cat $STATE)"
+echo "rcu_stall_warnings=$(dmesg | grep -c 'rcu_preempt detected stalls')"
+stop_gmp /tmp/gmp.log
+dmesg | grep 'sched_ext:' | sed 's/^\[[ 0-9.]*\] /dmesg: /'
