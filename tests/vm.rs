@@ -666,8 +666,8 @@ fn user_mode_stats_never_wait_for_a_full_stdout() {
     stats_pipe(USER);
 }
 
-/// Found, not fixed (README, "When things go wrong"): user mode passed 3
-/// of 5 trials of this load on 2026-11-24, and its ten-minute soak hangs
+/// Found, not fixed (README, "When things go wrong"): user mode passed 7
+/// of 10 trials of this load on 2026-11-24, and its ten-minute soak hangs
 /// here. Run it with `cargo test --test vm -- --ignored`.
 #[test]
 #[ignore = "user mode still starves under real-time hogs (README)"]
