@@ -355,9 +355,11 @@ fn stats_pipe(mode: &str) {
     assert!(num(out, "stats_lines") > 0, "no line written: {out}");
 }
 
-/// Real-time tasks hold every CPU (tests/guest/rthold.sh): the user-mode
-/// agent once queued tasks on CPUs that never ran them, and the stressor,
-/// which waits for a sched_ext task to end it, never ended.
+/// Real-time tasks hold every CPU (tests/guest/rthold.sh): in user mode the
+/// kernel's deadline servers for sched_ext once stopped for good, one CPU
+/// after another (a server pick that finds nothing stops the server, and
+/// it restarts only when no sched_ext task is left counted on its CPU), and
+/// the stressor, which waits for a sched_ext task to end it, never ended.
 fn rt_hold(mode: &str) {
     let r = guest(&["--cpus", "4"], "rthold.sh", &[mode]);
     let out = ok_stdout(&r);
@@ -666,11 +668,7 @@ fn user_mode_stats_never_wait_for_a_full_stdout() {
     stats_pipe(USER);
 }
 
-/// Found, not fixed (README, "When things go wrong"): user mode passed 7
-/// of 10 trials of this load on 2026-11-24, and its ten-minute soak hangs
-/// here. Run it with `cargo test --test vm -- --ignored`.
 #[test]
-#[ignore = "user mode still starves under real-time hogs (README)"]
 fn user_mode_survives_real_time_tasks_holding_every_cpu() {
     rt_hold(USER);
 }

@@ -2,8 +2,9 @@
 # sched_ext tasks wait: stress-ng's mutex stressor, whose threads run at
 # SCHED_FIFO and which ends only when its parent, a sched_ext task, signals
 # it. sched_ext tasks then run only within the kernel's deadline server
-# share, on the CPUs where one of them is queued. User mode once queued
-# tasks on CPUs that never ran them there: the stressor never ended, RCU
+# share, on the CPUs where one of them is queued. Under user mode those
+# servers once stopped for good (a server pick that found no task stops the
+# server while tasks stay counted on its CPU): the stressor never ended, RCU
 # stalled, and the kernel ejected the scheduler (or hung ejecting it).
 SCX_GMP=$1
 GMP_ARGS=${2:-}

@@ -47,6 +47,18 @@
 #include <scx/percpu.bpf.h>
 #include "intf.h"
 
+/* The kernel's values (include/linux/sched.h, sched/prio.h, sched/ext.c). */
+#define TASK_RUNNING	0
+#define MAX_RT_PRIO	100
+#define OPSS_STATE_MASK	((1 << SCX_OPSS_QSEQ_SHIFT) - 1)
+
+/* The kernel's task iterator (kernel/bpf/task_iter.c). */
+extern int bpf_iter_task_new(struct bpf_iter_task *it, struct task_struct *task,
+			     unsigned int flags) __weak __ksym;
+extern struct task_struct *bpf_iter_task_next(struct bpf_iter_task *it)
+	__weak __ksym;
+extern void bpf_iter_task_destroy(struct bpf_iter_task *it) __weak __ksym;
+
 char _license[] SEC("license") = "GPL";
 
 UEI_DEFINE(uei);
@@ -387,12 +399,46 @@ static bool is_held(s32 cpu)
 }
 
 /*
+ * scx_gmp: exitsyscall - @cpu is back. Owner only.
+ */
+static void exitsyscall(s32 cpu)
+{
+	u32 i = cpu;
+
+	if (i >= MAX_CPUS || !cpu_held[i])
+		return;
+	cpu_held[i] = 0;
+	cpu_retaken[i] = 0;
+	__sync_fetch_and_sub(&nr_held, 1);
+}
+
+/*
  * scx_gmp: whether @p must not wait in @cpu's DSQ: @cpu went offline, or a
  * real-time task holds it and @p may run elsewhere.
  */
 static bool is_stranded(const struct task_struct *p, s32 cpu)
 {
 	return is_offline(cpu) || (is_held(cpu) && p->nr_cpus_allowed > 1);
+}
+
+/*
+ * scx_gmp: whether this CPU is picking for sched_ext within the kernel's
+ * deadline server, that is, while a real-time or deadline task holds it:
+ * that task is current and still runnable, or the current task is one the
+ * server picked (the agent yielding, a task whose slice ran out). A pick
+ * outside the server means that no such task wants the CPU. If a server
+ * pick finds no task, the kernel stops the server, and starts it again only
+ * when this CPU's count of sched_ext tasks goes from 0 to 1: with a task
+ * still counted here (one waiting for the agent, the agent, a per-CPU
+ * kernel thread queued later), sched_ext would not run here again while
+ * the real-time task holds the CPU. Owner only.
+ */
+static bool served(void)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+
+	return (cur->prio < MAX_RT_PRIO && cur->__state == TASK_RUNNING) ||
+	       cur->dl_server;
 }
 
 /*
@@ -584,12 +630,30 @@ static void kick_task_cpu(const struct task_struct *p, s32 cpu)
 }
 
 /*
+ * If the task was dequeued while still in the user-space scheduler, or
+ * enqueued again since (scx_gmp: on any path; a held CPU may also have run
+ * it ahead of the agent, rescue_custody()), the dispatch just made is
+ * cancelled: another enqueue event for the same task will be received later.
+ * Whether it was.
+ */
+static bool cancel_stale(struct task_struct *p,
+			 const struct dispatched_task_ctx *task)
+{
+	struct task_ctx *tctx = try_lookup_task_ctx(p);
+
+	if (tctx && tctx->enq_cnt <= task->enq_cnt)
+		return false;
+	scx_bpf_dispatch_cancel();
+	__sync_fetch_and_add(&nr_cancel_dispatches, 1);
+	return true;
+}
+
+/*
  * Dispatch a task to a target per-CPU DSQ, waking up the corresponding CPU, if
  * needed.
  */
 static void dispatch_task(const struct dispatched_task_ctx *task)
 {
-	struct task_ctx *tctx;
 	struct task_struct *p;
 	s32 prev_cpu, cpu = task->cpu;
 
@@ -606,7 +670,8 @@ static void dispatch_task(const struct dispatched_task_ctx *task)
 	if (task->cpu == RL_CPU_ANY) {
 		scx_bpf_dsq_insert_vtime(p, SHARED_DSQ,
 					 task->slice_ns, task->vtime, task->flags);
-		kick_task_cpu(p, prev_cpu);
+		if (!cancel_stale(p, task))
+			kick_task_cpu(p, prev_cpu);
 		goto out_release;
 	}
 
@@ -618,7 +683,8 @@ static void dispatch_task(const struct dispatched_task_ctx *task)
 	if (is_stranded(p, task->cpu)) {
 		scx_bpf_dsq_insert_vtime(p, SHARED_DSQ,
 					 task->slice_ns, task->vtime, task->flags);
-		kick_idle_for(p);
+		if (!cancel_stale(p, task))
+			kick_idle_for(p);
 		goto out_release;
 	}
 
@@ -645,12 +711,8 @@ static void dispatch_task(const struct dispatched_task_ctx *task)
 	 *
 	 * Another enqueue event for the same task will be received later.
 	 */
-	tctx = try_lookup_task_ctx(p);
-	if (!tctx || tctx->enq_cnt > task->enq_cnt) {
-		scx_bpf_dispatch_cancel();
-		__sync_fetch_and_add(&nr_cancel_dispatches, 1);
+	if (cancel_stale(p, task))
 		goto out_release;
-	}
 
 	/*
 	 * CPU selected by the user-space scheduler is valid, kick it.
@@ -1032,6 +1094,69 @@ static bool consume_stranded(void)
 	return false;
 }
 
+/*
+ * scx_gmp: move to this CPU's local DSQ a task from any CPU's DSQ that it
+ * may run; whether one moved. Only for a held CPU's deadline-server pick
+ * (served()). Any CPU.
+ */
+static bool consume_any(void)
+{
+	u32 cpu;
+
+	bpf_for(cpu, 0, nr_cpu_ids) {
+		if (cpu < MAX_CPUS && scx_bpf_dsq_move_to_local(cpu, 0))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * scx_gmp: whether @p waits for the agent: runnable, and in this layer's
+ * custody (queued to the agent, not yet in any DSQ).
+ */
+static bool in_custody(const struct task_struct *p)
+{
+	return (p->scx.flags & SCX_TASK_QUEUED) &&
+	       (p->scx.ops_state.counter & OPSS_STATE_MASK) == SCX_OPSS_QUEUED;
+}
+
+/*
+ * scx_gmp: the deadline server picks on held @cpu, no DSQ holds a task it
+ * may run, and the agent is running elsewhere: run here a task that waits
+ * for the agent (one counted on @cpu first), ahead of the agent's decision,
+ * so that the server does not stop (served()). The agent's decision comes
+ * later and is dropped (enq_cnt, or the kernel's own check). Whether one
+ * was dispatched. Owner only; walks every thread, so only on this path.
+ */
+static bool rescue_custody(s32 cpu)
+{
+	struct task_struct *p, *any = NULL;
+	struct bpf_iter_task it;
+	bool done = false;
+
+	bpf_iter_task_new(&it, NULL, BPF_TASK_ITER_ALL_THREADS);
+	while ((p = bpf_iter_task_next(&it))) {
+		if (!in_custody(p) || is_usersched_task(p) ||
+		    !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+			continue;
+		if (scx_bpf_task_cpu(p) == cpu) {
+			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+			done = true;
+			break;
+		}
+		if (!any)
+			any = p;
+	}
+	if (!done && any) {
+		scx_bpf_dsq_insert(any, SCX_DSQ_LOCAL, slice_ns, 0);
+		done = true;
+	}
+	bpf_iter_task_destroy(&it);
+	if (done)
+		__sync_fetch_and_add(&nr_retake, 1);
+	return done;
+}
+
 void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 {
 	/*
@@ -1081,6 +1206,28 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 		retake();
 	if ((nr_left || nr_held) && consume_stranded())
 		return;
+
+	/*
+	 * scx_gmp: the deadline server is picking on a held CPU (served()):
+	 * it must not come back empty while anything could run here, or the
+	 * kernel stops the server for good (README, "When things go wrong").
+	 * So take a task from any CPU's DSQ, then the agent even with nothing
+	 * pending (it finds nothing and yields, within the server's share),
+	 * then the task that ran here, then one waiting for the agent. A pick
+	 * outside the server means the CPU is back (exitsyscall).
+	 */
+	if (served()) {
+		if (consume_any() || scx_bpf_dsq_move_to_local(SCHED_DSQ, 0))
+			return;
+		if (prev && is_queued(prev)) {
+			scx_bpf_task_set_slice(prev, slice_ns);
+			return;
+		}
+		if (rescue_custody(cpu))
+			return;
+	} else if (is_held(cpu)) {
+		exitsyscall(cpu);
+	}
 
 	/*
 	 * Dispatch the user-space scheduler if there's any pending action
@@ -1350,8 +1497,8 @@ void BPF_STRUCT_OPS(rustland_cpu_release, s32 cpu,
 
 	if (i >= MAX_CPUS || args->reason == SCX_CPU_PREEMPT_STOP)
 		return;
-	held_at[i] = scx_bpf_now();
 	if (!cpu_held[i]) {
+		held_at[i] = scx_bpf_now();
 		cpu_held[i] = 1;
 		__sync_fetch_and_add(&nr_held, 1);
 	}
@@ -1360,18 +1507,15 @@ void BPF_STRUCT_OPS(rustland_cpu_release, s32 cpu,
 }
 
 /*
- * scx_gmp: exitsyscall - @cpu is back. Owner only.
+ * scx_gmp: sched_ext may pick on @cpu again: the CPU is back, unless the
+ * deadline server is picking (served()): the real-time task still holds it
+ * then. Owner only.
  */
 void BPF_STRUCT_OPS(rustland_cpu_acquire, s32 cpu,
 		    struct scx_cpu_acquire_args *args)
 {
-	u32 i = cpu;
-
-	if (i >= MAX_CPUS || !cpu_held[i])
-		return;
-	cpu_held[i] = 0;
-	cpu_retaken[i] = 0;
-	__sync_fetch_and_sub(&nr_held, 1);
+	if (!served())
+		exitsyscall(cpu);
 }
 
 void BPF_STRUCT_OPS(rustland_cpu_online, s32 cpu)
