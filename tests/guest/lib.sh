@@ -112,10 +112,11 @@ hang_guard() {
 # and its queues (sysrq D, which goes to the tracing buffer: copied into the
 # kernel log as "scx_dump:" lines), a backtrace of every busy CPU (sysrq l)
 # and the tasks in uninterruptible sleep (sysrq w), with the console opened
-# to every level from then on (it may print them later). It runs SCHED_DEADLINE (2 ms in every 20 ms), above every
-# real-time and sched_ext task, so CPUs held by real-time spinners do not
-# hold it off as they held off a SCHED_FIFO one; a deadline task may not
-# fork, so it uses shell builtins only. Sets WATCH_PID (stop_guard ends it).
+# to every level from then on (it may print them later). It runs
+# SCHED_DEADLINE (2 ms in every 20 ms), above every real-time and sched_ext
+# task, so CPUs held by real-time spinners do not hold it off as they held
+# off a SCHED_FIFO one; a deadline task may not fork, so it uses shell
+# builtins only. Sets WATCH_PID (stop_guard ends it).
 stall_watch() {
 	local trace=/sys/kernel/tracing
 	mountpoint -q $trace || mount -t tracefs none $trace 2>/dev/null

@@ -1076,36 +1076,22 @@ static void retake(void)
 /*
  * scx_gmp: move a task to this CPU's local DSQ from the DSQ of a CPU that
  * went offline, or that has been retaken from a real-time task (a task
- * only that CPU may run stays); whether one moved. Any CPU.
+ * only that CPU may run stays), or with @any from any CPU's DSQ (only for
+ * a held CPU's deadline-server pick, served()); whether one moved. Any CPU.
  */
-static bool consume_stranded(void)
+static bool consume_stranded(bool any)
 {
 	u32 cpu;
 
 	bpf_for(cpu, 0, nr_cpu_ids) {
-		if (cpu >= MAX_CPUS || (!cpu_left[cpu] && !cpu_retaken[cpu]))
+		if (cpu >= MAX_CPUS ||
+		    (!any && !cpu_left[cpu] && !cpu_retaken[cpu]))
 			continue;
 		if (scx_bpf_dsq_move_to_local(cpu_to_dsq(cpu), 0)) {
 			if (cpu_retaken[cpu])
 				__sync_fetch_and_add(&nr_retake, 1);
 			return true;
 		}
-	}
-	return false;
-}
-
-/*
- * scx_gmp: move to this CPU's local DSQ a task from any CPU's DSQ that it
- * may run; whether one moved. Only for a held CPU's deadline-server pick
- * (served()). Any CPU.
- */
-static bool consume_any(void)
-{
-	u32 cpu;
-
-	bpf_for(cpu, 0, nr_cpu_ids) {
-		if (cpu < MAX_CPUS && scx_bpf_dsq_move_to_local(cpu, 0))
-			return true;
 	}
 	return false;
 }
@@ -1130,9 +1116,8 @@ static bool in_custody(const struct task_struct *p)
  */
 static bool rescue_custody(s32 cpu)
 {
-	struct task_struct *p, *any = NULL;
+	struct task_struct *p, *pick = NULL;
 	struct bpf_iter_task it;
-	bool done = false;
 
 	bpf_iter_task_new(&it, NULL, BPF_TASK_ITER_ALL_THREADS);
 	while ((p = bpf_iter_task_next(&it))) {
@@ -1140,21 +1125,18 @@ static bool rescue_custody(s32 cpu)
 		    !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
 			continue;
 		if (scx_bpf_task_cpu(p) == cpu) {
-			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
-			done = true;
+			pick = p;
 			break;
 		}
-		if (!any)
-			any = p;
+		if (!pick)
+			pick = p;
 	}
-	if (!done && any) {
-		scx_bpf_dsq_insert(any, SCX_DSQ_LOCAL, slice_ns, 0);
-		done = true;
+	if (pick) {
+		scx_bpf_dsq_insert(pick, SCX_DSQ_LOCAL, slice_ns, 0);
+		__sync_fetch_and_add(&nr_retake, 1);
 	}
 	bpf_iter_task_destroy(&it);
-	if (done)
-		__sync_fetch_and_add(&nr_retake, 1);
-	return done;
+	return pick != NULL;
 }
 
 void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
@@ -1204,7 +1186,7 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 	 */
 	if (nr_held)
 		retake();
-	if ((nr_left || nr_held) && consume_stranded())
+	if ((nr_left || nr_held) && consume_stranded(false))
 		return;
 
 	/*
@@ -1217,7 +1199,8 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 	 * outside the server means the CPU is back (exitsyscall).
 	 */
 	if (served()) {
-		if (consume_any() || scx_bpf_dsq_move_to_local(SCHED_DSQ, 0))
+		if (consume_stranded(true) ||
+		    scx_bpf_dsq_move_to_local(SCHED_DSQ, 0))
 			return;
 		if (prev && is_queued(prev)) {
 			scx_bpf_task_set_slice(prev, slice_ns);
