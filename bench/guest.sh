@@ -23,9 +23,10 @@ start_sched() { # name -> SCHED_PID (empty for eevdf)
 	gmp-user) "$bin/scx_gmp" --mode user >/tmp/sched.log 2>&1 & ;;
 	bpfland) "$peer_bin/scx_bpfland" >/tmp/sched.log 2>&1 & ;;
 	rustland) "$peer_bin/scx_rustland" >/tmp/sched.log 2>&1 & ;;
-	gmp+*) # a variant: gmp+go-handoff+slice-us=5000 -> --go-handoff --slice-us=5000
+	gmp+* | gmp-user+*) # a variant: gmp+go-handoff+slice-us=5000 -> --go-handoff --slice-us=5000
 		local opts=() o
-		IFS=+ read -ra o <<<"${1#gmp+}"
+		[ "${1%%+*}" = gmp-user ] && opts=(--mode user)
+		IFS=+ read -ra o <<<"${1#*+}"
 		for o in "${o[@]}"; do opts+=("--$o"); done
 		"$bin/scx_gmp" "${opts[@]}" >/tmp/sched.log 2>&1 & ;;
 	*) echo "bench: unknown scheduler $1" >&2; return 1 ;;

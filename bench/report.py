@@ -20,8 +20,10 @@ NAMES = {
 
 
 def for_variant(s):
-    """A variant "gmp+go-handoff+slice-us=5000": scx_gmp --go-handoff --slice-us=5000."""
-    return "scx_gmp " + " ".join("--" + o for o in s.split("+")[1:])
+    """A variant "gmp+go-handoff+slice-us=5000": scx_gmp --go-handoff --slice-us=5000;
+    "gmp-user+go-handoff": scx_gmp --mode user --go-handoff."""
+    base, *opts = s.split("+")
+    return NAMES.get(base, base) + " " + " ".join("--" + o for o in opts)
 
 # Metrics where more is better; every other one is better when lower.
 HIGHER_BETTER = {"bogo_ops_per_s", "req_per_s"}

@@ -77,6 +77,7 @@ enum gmp_stat {
 	GMP_STAT_GLOBAL_AGED,	/* GRQ heads taken first for having waited too long */
 	GMP_STAT_IDLE_WAKE,	/* wakeups an idle CPU ran itself, with no wakep() */
 	GMP_STAT_PROCRESIZE,	/* procresize: a CPU went offline or came online */
+	GMP_STAT_IDLE_PLACE,	/* user mode: wakeups run at once on an idle CPU */
 	GMP_NR_STATS,
 };
 

@@ -68,8 +68,18 @@ pub struct PolicyOpts {
     /// hand-off) goes straight to the waker CPU's local queue with what is
     /// left of the slice, and wakes no other CPU: on Linux that kick costs
     /// an IPI, or steals the task away from the CPU whose caches hold it.
+    /// In user mode the BPF layer does that without a round trip through the
+    /// agent; with this option every wakeup goes through the agent's model.
     #[arg(long, global = true)]
     pub go_handoff: bool,
+
+    /// User mode: queue every wakeup in the agent's model, as Go's ready()
+    /// does (the waker's runnext, then wakep() and a steal if the waker runs
+    /// on). By default a wakeup that finds an idle CPU runs there at once,
+    /// without a round trip through the agent: Go's outcome, an idle P
+    /// taking the new work, without the steal's latency.
+    #[arg(long, global = true)]
+    pub go_ready: bool,
 
     /// BPF mode: call wakep() on every wakeup, as Go's ready() does. By
     /// default a wakeup that an idle CPU's own interrupt (a timer, a device)

@@ -375,7 +375,12 @@ fn rt_hold(mode: &str) {
 }
 
 fn rules(mode: &str) {
-    let r = guest(&["--cpus", "4"], "rules.sh", &[&gmp_load(), mode]);
+    // User mode applies the Go rules with every wakeup through its model;
+    // its defaults skip the model for a sync hand-off and an idle CPU
+    // (README, "Where Linux differs from Go"), checked in the last phase.
+    let go_literal = format!("{mode} --go-ready --go-handoff");
+    let args = if mode == USER { &go_literal } else { mode };
+    let r = guest(&["--cpus", "4"], "rules.sh", &[&gmp_load(), args, mode]);
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
     let phase = |name: &str| -> String {
         let start = r
@@ -424,6 +429,19 @@ fn rules(mode: &str) {
     let m = stats(&pp);
     assert!(m.runnext_hit > 0, "{pp}");
     assert!(m.runnext_put > 0, "{pp}");
+
+    // By default a pipe's sync wakeup runs next on the waker's CPU directly,
+    // and in user mode a wakeup that finds an idle CPU runs there; both
+    // ping-pongs finish.
+    let w = phase("wakeups");
+    assert_eq!(kv(&w, "gmp_exit"), Some("0"), "{w}");
+    assert!(w.contains("usecs/op"), "{w}");
+    assert!(kv(&w, "rtt_p50_us").is_some(), "{w}");
+    let m = stats(&w);
+    assert!(m.handoffs > 0, "{w}");
+    if mode == USER {
+        assert!(m.idle_places > 0, "{w}");
+    }
 }
 
 /// kill -9 of the agent under load: the kernel falls back to EEVDF, the

@@ -1,15 +1,20 @@
-# rules.sh SCX_GMP GMP_LOAD [ARGS]: one phase per Go rule, each under a fresh
-# scx_gmp, printing the workload's result and scx_gmp's final counters.
+# rules.sh SCX_GMP GMP_LOAD [ARGS [FAST_ARGS]]: one phase per Go rule, each
+# under a fresh scx_gmp ARGS, printing the workload's result and scx_gmp's
+# final counters; then the wakeup paths that skip Go's queues (a sync
+# hand-off, an idle CPU) under scx_gmp FAST_ARGS (default: ARGS).
 SCX_GMP=$1 GMP_LOAD=$2 GMP_ARGS=${3:-}
+FAST_ARGS=${4-$GMP_ARGS}
 . "$(dirname "$0")/lib.sh"
 phase() {
-	local name=$1
-	shift
+	local name=$1 args=$2
+	shift 2
 	echo "== phase $name"
-	start_gmp "/tmp/$name.log" $GMP_ARGS || exit 1
-	"$GMP_LOAD" "$@"
+	start_gmp "/tmp/$name.log" $args || exit 1
+	"$@"
 	stop_gmp "/tmp/$name.log"
 }
-phase fanout fanout --threads 1000 --busy-ms 20 --gate
-phase spin spin --threads $(($(nproc) * 2)) --secs 3
-phase pingpong pingpong --rounds 5000
+phase fanout "$GMP_ARGS" "$GMP_LOAD" fanout --threads 1000 --busy-ms 20 --gate
+phase spin "$GMP_ARGS" "$GMP_LOAD" spin --threads $(($(nproc) * 2)) --secs 3
+phase pingpong "$GMP_ARGS" "$GMP_LOAD" pingpong --rounds 5000
+# A pipe ping-pong (sync wakeups) and a futex one with idle CPUs.
+phase wakeups "$FAST_ARGS" sh -c "perf bench sched pipe -l 5000 | grep usecs/op && $GMP_LOAD pingpong --rounds 2000"

@@ -157,6 +157,19 @@ const volatile bool debug;
 /* Rely on the in-kernel idle CPU selection policy */
 const volatile bool builtin_idle;
 
+/*
+ * scx_gmp: a sync wakeup runs next on the waker's CPU without the agent
+ * (handoff(); off with --go-handoff), and @nr_handoffs counts those.
+ */
+const volatile bool sync_handoff;
+volatile u64 nr_handoffs;
+
+/*
+ * scx_gmp: wakeups that found an idle CPU and went straight to it
+ * (builtin_idle; off with --go-ready).
+ */
+volatile u64 nr_idle_places;
+
 /* Enable NUMA-local idle CPU selection */
 const volatile bool numa_local;
 
@@ -233,6 +246,12 @@ struct task_ctx {
 	 * Task generation counter to detect duplicate enqueues.
 	 */
 	u64 enq_cnt;
+
+	/*
+	 * scx_gmp: woken by a sync wakeup on the CPU select_cpu() chose (the
+	 * waker's), for enqueue() to hand off.
+	 */
+	bool sync;
 };
 
 /* Map that contains task-local storage. */
@@ -754,6 +773,21 @@ s32 BPF_STRUCT_OPS(rustland_select_cpu, struct task_struct *p, s32 prev_cpu,
 		return prev_cpu;
 
 	/*
+	 * scx_gmp: proc.go ready() puts the woken task in the waker's
+	 * runnext. For a sync wakeup (the waker is about to sleep) that is
+	 * this CPU, and enqueue() hands the task off there (handoff()).
+	 */
+	if (sync_handoff && (wake_flags & SCX_WAKE_SYNC) && !is_kthread(p) &&
+	    is_this_cpu_allowed && !is_held(this_cpu) && !is_offline(this_cpu)) {
+		struct task_ctx *tctx = try_lookup_task_ctx(p);
+
+		if (tctx) {
+			tctx->sync = true;
+			return this_cpu;
+		}
+	}
+
+	/*
 	 * If built-in idle CPU policy is not enabled, completely delegate
 	 * the idle selection policy to user-space and keep reusing the
 	 * same CPU here.
@@ -769,7 +803,7 @@ s32 BPF_STRUCT_OPS(rustland_select_cpu, struct task_struct *p, s32 prev_cpu,
 		if (can_direct_dispatch(cpu)) {
 			scx_bpf_dsq_insert_vtime(p, cpu_to_dsq(cpu),
 						 slice_ns, p->scx.dsq_vtime, 0);
-			__sync_fetch_and_add(&nr_kernel_dispatches, 1);
+			__sync_fetch_and_add(&nr_idle_places, 1);
 		}
 		return cpu;
 	}
@@ -899,6 +933,36 @@ static void queue_task_to_userspace(struct task_struct *p, s32 prev_cpu, u64 enq
 }
 
 /*
+ * scx_gmp: handoff - a sync wakeup: the waker, running here, is about to
+ * sleep, and Go's ready() puts @p in this CPU's runnext, which runs next
+ * when the waker parks. So @p goes straight to this CPU's local DSQ, and
+ * inherits what is left of the waker's slice, as a runnext task does
+ * (proc.go inheritTime). The agent does not see it: a round trip through
+ * it on every hand-off of a pipe ping-pong made each one 3x to 5x slower
+ * than EEVDF's. Not when anything is queued here already (a task the agent
+ * committed to this CPU runs first, as the LRQ's head would after a
+ * runnext it already holds), when the waker is not a sched_ext task or its
+ * slice is spent, or with --go-handoff. Unlike a runnext task, @p cannot be
+ * stolen meanwhile (README, "Where Linux differs from Go"). Whether it was
+ * handed off. Owner only (the waker's CPU).
+ */
+static bool handoff(struct task_struct *p, s32 cpu, u64 enq_flags)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	u64 left = cur->scx.slice;
+
+	if (cpu != bpf_get_smp_processor_id() || !left ||
+	    !(cur->scx.flags & SCX_TASK_QUEUED) || is_usersched_task(cur) ||
+	    is_held(cpu) || is_offline(cpu) ||
+	    scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu)) ||
+	    scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL))
+		return false;
+	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, left, enq_flags);
+	__sync_fetch_and_add(&nr_handoffs, 1);
+	return true;
+}
+
+/*
  * Task @p becomes ready to run. We can dispatch the task directly here if the
  * user-space scheduler is not required, or enqueue it to be processed by the
  * scheduler.
@@ -907,6 +971,14 @@ void BPF_STRUCT_OPS(rustland_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	s32 prev_cpu = scx_bpf_task_cpu(p), cpu;
 	bool is_wakeup = is_queued_wakeup(p, enq_flags);
+	struct task_ctx *tctx = try_lookup_task_ctx(p);
+	bool sync = false;
+
+	/* scx_gmp: a sync wakeup that select_cpu() put here (handoff()). */
+	if (tctx) {
+		sync = tctx->sync;
+		tctx->sync = false;
+	}
 
 	/*
 	 * Insert the user-space scheduler to its dedicated DSQ, it will be
@@ -964,6 +1036,9 @@ void BPF_STRUCT_OPS(rustland_enqueue, struct task_struct *p, u64 enq_flags)
 		return;
 	}
 
+	if (sync && handoff(p, prev_cpu, enq_flags))
+		return;
+
 	/*
 	 * If @builtin_idle is enabled, give the task a chance to be
 	 * directly dispatched only on a wakeup and only if
@@ -1017,7 +1092,7 @@ void BPF_STRUCT_OPS(rustland_enqueue, struct task_struct *p, u64 enq_flags)
 	 */
 	scx_bpf_dsq_insert_vtime(p, cpu_to_dsq(cpu),
 				 slice_ns, p->scx.dsq_vtime, enq_flags);
-	__sync_fetch_and_add(&nr_kernel_dispatches, 1);
+	__sync_fetch_and_add(&nr_idle_places, 1);
 
 out_kick:
 	/*

@@ -225,6 +225,8 @@ struct Agent<'a> {
 impl<'a> Agent<'a> {
     fn init(
         params: Params,
+        sync_handoff: bool,
+        idle_wakeups: bool,
         agent: &AgentOpts,
         open_object: &'a mut MaybeUninit<OpenObject>,
     ) -> Result<Self> {
@@ -236,9 +238,10 @@ impl<'a> Agent<'a> {
             agent.exit_dump_len,
             false,         // partial: schedule every task
             agent.verbose, // debug
-            false,         // builtin_idle: every decision is the model's
+            idle_wakeups,  // builtin_idle: a wakeup that finds an idle CPU runs there
             false,         // numa_local
             slice_ns,      // slice of tasks the BPF layer places itself (per-CPU kthreads)
+            sync_handoff,  // a sync wakeup runs next on the waker's CPU, as runnext does
             "gmp_user",
         )?;
         log::info!(
@@ -607,6 +610,10 @@ impl<'a> Agent<'a> {
             m.syscalls = b.nr_syscall;
             m.retakes = b.nr_retake_cpus;
             m.retake_tasks = b.nr_retake;
+            // Nor do sync wakeups handed off on the waker's CPU.
+            m.handoffs = b.nr_handoffs;
+            // And wakeups that found an idle CPU.
+            m.idle_places = b.nr_idle_places;
         }
         m
     }
@@ -723,7 +730,15 @@ fn run(opts: Opts) -> Result<bool> {
     // run_user_mode), which RESTART_EXIT asks for.
     let mut open_object = MaybeUninit::uninit();
     let params = opts.policy.params(*scx_utils::NR_CPU_IDS, 1);
-    let mut agent = Agent::init(params, &opts.agent, &mut open_object)?;
+    let sync_handoff = !opts.policy.go_handoff;
+    let idle_wakeups = !opts.policy.go_ready;
+    let mut agent = Agent::init(
+        params,
+        sync_handoff,
+        idle_wakeups,
+        &opts.agent,
+        &mut open_object,
+    )?;
     Ok(agent.run(&stats_server, stats)?.should_restart())
 }
 
