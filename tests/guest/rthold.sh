@@ -12,7 +12,9 @@ GMP_ARGS=${2:-}
 start_gmp /tmp/gmp.log $GMP_ARGS || exit 1
 start=$SECONDS
 stress-ng --mutex "$(nproc)" -t 10 >/tmp/stress.log 2>&1
-echo "stress_exit=$? stress_secs=$((SECONDS - start))"
+rc=$?
+echo "stress_exit=$rc stress_secs=$((SECONDS - start))"
+[ "$rc" = 0 ] || grep -iE 'fail|error|abort' /tmp/stress.log | head -n 5 | sed 's/^/stress: /'
 echo "state_after_stress=$(cat $STATE)"
 echo "rcu_stall_warnings=$(dmesg | grep -c 'rcu_preempt detected stalls')"
 stop_gmp /tmp/gmp.log

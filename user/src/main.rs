@@ -730,8 +730,11 @@ fn run(opts: Opts) -> Result<bool> {
     // run_user_mode), which RESTART_EXIT asks for.
     let mut open_object = MaybeUninit::uninit();
     let params = opts.policy.params(*scx_utils::NR_CPU_IDS, 1);
-    let sync_handoff = !opts.policy.go_handoff;
-    let idle_wakeups = !opts.policy.go_ready;
+    // The fast paths skip the agent, so with --debug-stall-comm (a task the
+    // agent must never run) every wakeup goes through it.
+    let all_through_agent = opts.agent.debug_stall_comm.is_some();
+    let sync_handoff = !opts.policy.go_handoff && !all_through_agent;
+    let idle_wakeups = !opts.policy.go_ready && !all_through_agent;
     let mut agent = Agent::init(
         params,
         sync_handoff,
