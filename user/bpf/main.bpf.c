@@ -956,7 +956,8 @@ static void queue_task_to_userspace(struct task_struct *p, s32 prev_cpu, u64 enq
  * than EEVDF's. Not when anything is queued here already (a task the agent
  * committed to this CPU runs first, as the LRQ's head would after a
  * runnext it already holds), when the waker is not a sched_ext task or its
- * slice is spent, or with --go-handoff. Unlike a runnext task, @p cannot be
+ * slice is spent, while a real-time task holds any CPU (fast_paths()), or
+ * with --go-handoff. Unlike a runnext task, @p cannot be
  * stolen meanwhile (README, "Where Linux differs from Go"). Whether it was
  * handed off. Owner only (the waker's CPU).
  */
