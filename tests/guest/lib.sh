@@ -47,7 +47,11 @@ stop_gmp() {
 	stats_json
 	kill -TERM "$GMP_PID"
 	wait "$GMP_PID"
-	echo "gmp_exit=$?"
+	local rc=$?
+	echo "gmp_exit=$rc"
+	# A failed run: the agent's own account of why (its log, without the
+	# stats lines).
+	[ "$rc" = 0 ] || grep -v -E '^(SCHED |  runnext )' "$log" | tail -n 30 | sed 's/^/gmp_log: /'
 	wait_state disabled 30
 	grep -A1 '^SCHED ' "$log" | tail -n 2
 	grep -E 'dispatches deferred|stalled task' "$log" || true

@@ -814,9 +814,16 @@ s32 BPF_STRUCT_OPS(rustland_select_cpu, struct task_struct *p, s32 prev_cpu,
 	 */
 	cpu = pick_idle_cpu(p, prev_cpu, wake_flags);
 	if (cpu >= 0) {
+		/*
+		 * scx_gmp: into the local DSQ of the CPU the task wakes on,
+		 * not @cpu's DSQ. The kernel may not use @cpu: one going
+		 * offline can still look idle here, and the kernel then wakes
+		 * the task elsewhere. In @cpu's DSQ it was left there, with no
+		 * CPU kicked to take it, and RCU's kthread stalled (1 hotplug
+		 * in 7 under tests/guest/lifecycle.sh).
+		 */
 		if (can_direct_dispatch(cpu)) {
-			scx_bpf_dsq_insert_vtime(p, cpu_to_dsq(cpu),
-						 slice_ns, p->scx.dsq_vtime, 0);
+			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
 			__sync_fetch_and_add(&nr_idle_places, 1);
 		}
 		return cpu;
@@ -1104,9 +1111,12 @@ void BPF_STRUCT_OPS(rustland_enqueue, struct task_struct *p, u64 enq_flags)
 
 	/*
 	 * Directly dispatch the task to selected idle CPU (queued wakeup).
+	 *
+	 * scx_gmp: into its local DSQ, which the kernel does not let a
+	 * task sit in while the CPU goes offline (it puts the task on its
+	 * global DSQ instead), as select_cpu() above.
 	 */
-	scx_bpf_dsq_insert_vtime(p, cpu_to_dsq(cpu),
-				 slice_ns, p->scx.dsq_vtime, enq_flags);
+	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
 	__sync_fetch_and_add(&nr_idle_places, 1);
 
 out_kick:
@@ -1401,6 +1411,33 @@ void BPF_STRUCT_OPS(rustland_enable, struct task_struct *p)
 }
 
 /*
+ * scx_gmp: for each CPU that went offline with tasks left in its DSQ, wake
+ * an idle CPU to take them (consume_stranded() runs only when a CPU looks
+ * for work). An insert that checked is_offline() just before cpu_offline()
+ * ran lands there after it, with nobody looking. From cpu_offline(), and
+ * once a second from the timer. Any CPU.
+ */
+static void kick_stranded(void)
+{
+	const struct cpumask *online;
+	u32 cpu;
+	s32 idle;
+
+	if (!nr_left)
+		return;
+	bpf_for(cpu, 0, nr_cpu_ids) {
+		if (cpu >= MAX_CPUS || !cpu_left[cpu] ||
+		    !scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu)))
+			continue;
+		online = scx_bpf_get_online_cpumask();
+		idle = scx_bpf_pick_idle_cpu(online, 0);
+		scx_bpf_put_cpumask(online);
+		if (idle >= 0)
+			scx_bpf_kick_cpu(idle, SCX_KICK_IDLE);
+	}
+}
+
+/*
  * Heartbeat scheduler timer callback.
  *
  * If the system is completely idle the sched-ext watchdog may incorrectly
@@ -1426,6 +1463,8 @@ static int usersched_timer_fn(void *map, int *key, struct bpf_timer *timer)
 			bpf_task_release(p);
 		}
 	}
+
+	kick_stranded();
 
 	/* Re-arm the timer */
 	err = bpf_timer_start(timer, USERSCHED_TIMER_NS, 0);
@@ -1599,6 +1638,7 @@ void BPF_STRUCT_OPS(rustland_cpu_online, s32 cpu)
 void BPF_STRUCT_OPS(rustland_cpu_offline, s32 cpu)
 {
 	set_offline(cpu, true);
+	kick_stranded();
 }
 
 /*
