@@ -281,6 +281,8 @@ fn lifecycle(mode: &str) {
     // loaded, each time.
     assert!(out.contains("after_offline=kept cpus=3"), "{out}");
     assert!(out.contains("after_online=kept cpus=4"), "{out}");
+    assert_eq!(kv(out, "cycles_state"), Some("enabled"), "{out}");
+    assert_eq!(kv(out, "cycles_reloads"), Some("0"), "{out}");
     // The systemd unit's command line loads it and SIGTERM unloads it.
     assert_eq!(kv(out, "unit_state"), Some("enabled"), "{out}");
     assert_eq!(kv(out, "unit_exit"), Some("0"), "{out}");
