@@ -260,6 +260,30 @@ static u32 lrq_len(s32 cpu)
 	return (lrq > 0 ? lrq : 0) + (rn > 1 ? rn - 1 : 0);
 }
 
+/*
+ * Is this CPU on its way offline (out of the online mask)? A kick is an
+ * irq_work queued on the kicking CPU, and one queued after a dying CPU ran
+ * its last irq_works stays pending for good: that CPU's later kicks never
+ * run, and unloading the scheduler spins forever in the kernel's
+ * irq_work_sync() (README, "Hotplug"). Wakeups made there need no kick:
+ * the kernel's wakeup reschedules the CPU the task was placed on. Any CPU.
+ */
+static bool this_cpu_dying(void)
+{
+	const struct cpumask *online = scx_bpf_get_online_cpumask();
+	bool dying = !bpf_cpumask_test_cpu(bpf_get_smp_processor_id(), online);
+
+	scx_bpf_put_cpumask(online);
+	return dying;
+}
+
+/* Wake @cpu if it idles, unless this CPU is dying (see above). Any CPU. */
+static void kick_cpu(s32 cpu)
+{
+	if (!this_cpu_dying())
+		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+}
+
 /* Wake @cpu if it idles: work was queued where only it looks first. */
 static void kick_if_other(s32 cpu)
 {
@@ -267,7 +291,7 @@ static void kick_if_other(s32 cpu)
 
 	if (cpu != me) {
 		ev_simple(GMP_EV_KICK, GMP_WHY_OWNER, cpu, -1, me);
-		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+		kick_cpu(cpu);
 	}
 }
 
@@ -304,7 +328,8 @@ static void wakep(void)
 	struct gmp_cpu *c;
 	s32 cpu;
 
-	if (nmspinning || !__sync_bool_compare_and_swap(&nmspinning, 0, 1))
+	/* A dying CPU cannot kick: the task waits on its queue (kick_cpu). */
+	if (nmspinning || this_cpu_dying() || !__sync_bool_compare_and_swap(&nmspinning, 0, 1))
 		return;
 	online = scx_bpf_get_online_cpumask();
 	cpu = scx_bpf_pick_idle_cpu(online, 0);
@@ -320,7 +345,7 @@ static void wakep(void)
 	}
 	ev_simple(GMP_EV_KICK, GMP_WHY_WAKEP, cpu, -1, bpf_get_smp_processor_id());
 	stat_add(GMP_STAT_KICK, 1);
-	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	kick_cpu(cpu);
 }
 
 /* Leave the spinning state (proc.go resetspinning / the M's spinning=false). */
@@ -370,7 +395,7 @@ static void globrunqput(struct task_struct *p, u32 why, u64 enq_flags)
 		if (cpu >= 0) {
 			ev_simple(GMP_EV_KICK, GMP_WHY_AFFINITY, cpu, p->pid,
 				  bpf_get_smp_processor_id());
-			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+			kick_cpu(cpu);
 		}
 	}
 }
@@ -1269,7 +1294,7 @@ void BPF_STRUCT_OPS(gmp_dispatch, s32 cpu, struct task_struct *prev)
 	 */
 	if (c->young_runnext) {
 		ev_simple(GMP_EV_KICK, GMP_WHY_RECHECK, cpu, -1, cpu);
-		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+		kick_cpu(cpu);
 	}
 }
 

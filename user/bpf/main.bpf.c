@@ -473,6 +473,30 @@ static bool served(void)
 }
 
 /*
+ * scx_gmp: is this CPU on its way offline (out of the online mask)? A kick
+ * is an irq_work queued on the kicking CPU, and one queued after a dying
+ * CPU ran its last irq_works stays pending for good: that CPU's later kicks
+ * never run, and unloading spins forever in the kernel's irq_work_sync()
+ * (README, "Hotplug"). So a dying CPU kicks no one: the kernel's wakeup
+ * reschedules the CPU a task was placed on, and the timer kicks the rest.
+ */
+static bool this_cpu_dying(void)
+{
+	const struct cpumask *online = scx_bpf_get_online_cpumask();
+	bool dying = !bpf_cpumask_test_cpu(bpf_get_smp_processor_id(), online);
+
+	scx_bpf_put_cpumask(online);
+	return dying;
+}
+
+/* scx_gmp: wake @cpu if it idles, unless this CPU is dying (see above). */
+static void kick_cpu(s32 cpu)
+{
+	if (!this_cpu_dying())
+		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+}
+
+/*
  * scx_gmp: wake an idle CPU that @p may use, if there is one.
  */
 static void kick_idle_for(const struct task_struct *p)
@@ -480,7 +504,7 @@ static void kick_idle_for(const struct task_struct *p)
 	s32 cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
 
 	if (cpu >= 0)
-		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+		kick_cpu(cpu);
 }
 
 /*
@@ -648,7 +672,7 @@ static void kick_task_cpu(const struct task_struct *p, s32 cpu)
 		 * Kick the target CPU anyway, since it may be locked and
 		 * needs to go back to idle to reset its state.
 		 */
-		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+		kick_cpu(cpu);
 
 		/*
 		 * Pick any other idle CPU that the task can use.
@@ -657,7 +681,7 @@ static void kick_task_cpu(const struct task_struct *p, s32 cpu)
 		if (cpu < 0)
 			return;
 	}
-	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	kick_cpu(cpu);
 }
 
 /*
@@ -748,7 +772,7 @@ static void dispatch_task(const struct dispatched_task_ctx *task)
 	/*
 	 * CPU selected by the user-space scheduler is valid, kick it.
 	 */
-	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	kick_cpu(cpu);
 
 out_release:
 	bpf_task_release(p);
@@ -1124,7 +1148,7 @@ out_kick:
 	 * Wakeup the task's CPU if needed.
 	 */
 	if (is_wakeup)
-		scx_bpf_kick_cpu(prev_cpu, SCX_KICK_IDLE);
+		kick_cpu(prev_cpu);
 }
 
 /*
@@ -1433,7 +1457,7 @@ static void kick_stranded(void)
 		idle = scx_bpf_pick_idle_cpu(online, 0);
 		scx_bpf_put_cpumask(online);
 		if (idle >= 0)
-			scx_bpf_kick_cpu(idle, SCX_KICK_IDLE);
+			kick_cpu(idle);
 	}
 }
 
@@ -1459,7 +1483,7 @@ static int usersched_timer_fn(void *map, int *key, struct bpf_timer *timer)
 		p = bpf_task_from_pid(usersched_pid);
 		if (p) {
 			set_usersched_needed();
-			scx_bpf_kick_cpu(scx_bpf_task_cpu(p), SCX_KICK_IDLE);
+			kick_cpu(scx_bpf_task_cpu(p));
 			bpf_task_release(p);
 		}
 	}
