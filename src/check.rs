@@ -118,6 +118,21 @@ struct Queued {
     cpu: i32,
     /// Another CPU may take it (it is not pinned to one CPU).
     stealable: bool,
+    /// The put that queued it (`put.lrq why=wake`), for a violation's detail.
+    sub: u32,
+    why: u32,
+}
+
+impl Queued {
+    fn put_name(&self) -> String {
+        let e = Event {
+            kind: gmp_ev_GMP_EV_PUT,
+            sub: self.sub,
+            why: self.why,
+            ..Event::default()
+        };
+        format!("{} why={} cpu={}", e.name(), e.why_name(), self.cpu)
+    }
 }
 
 #[derive(Default, Clone, Copy)]
@@ -248,8 +263,13 @@ impl Checker {
                 e.cpu,
                 "nothing-duplicated",
                 format!(
-                    "task {} woken while still queued since event {}",
-                    e.pid, q.index
+                    "task {} woken ({} why={} cpu={}) while still queued since event {} ({})",
+                    e.pid,
+                    e.name(),
+                    e.why_name(),
+                    e.cpu,
+                    q.index,
+                    q.put_name()
                 ),
             );
         }
@@ -269,6 +289,8 @@ impl Checker {
                 index: i,
                 cpu,
                 stealable,
+                sub: e.sub,
+                why: e.why,
             },
         );
     }
@@ -872,6 +894,19 @@ mod tests {
                 "2 put.lrq why=wake cpu=1 pid=9 n=2"
             ]),
             ["nothing-duplicated"]
+        );
+        // Its detail names both puts, to tell which path queued it twice.
+        let r = check(
+            trace_of(&[
+                "1 put.grq why=requeue cpu=-1 pid=9 n=1",
+                "2 put.lrq why=wake cpu=1 pid=9 n=1",
+            ])
+            .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(
+            r.violations[0].detail,
+            "task 9 woken (put.lrq why=wake cpu=1) while still queued since event 0 (put.grq why=requeue cpu=-1)"
         );
     }
 

@@ -179,12 +179,19 @@ fn position(names: &[&str], name: &str) -> Option<u32> {
     names.iter().position(|&n| n == name).map(|i| i as u32)
 }
 
-impl fmt::Display for Event {
-    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        let why = match self.kind {
+impl Event {
+    /// Why a put was made (`wake`, `expire`...); `-` for other events.
+    pub fn why_name(&self) -> &'static str {
+        match self.kind {
             gmp_ev_GMP_EV_PUT => WHYS.get(self.why as usize).copied().unwrap_or("?"),
             _ => "-",
-        };
+        }
+    }
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let why = self.why_name();
         write!(
             f,
             "{} {} why={why} cpu={} pid={} other={} n={} want={} len={} rn={} lrq={} grq={} tgrq={} tick={} nms={} round={} age={} allowed={}",

@@ -66,6 +66,21 @@ check_trace() {
 	echo "nothing_lost_violations=$(grep -c 'nothing-lost' "$out")"
 	grep -m 20 '^violation' "$out"
 	grep -E '^(checked|worst|differs|scx_gmp: error)' "$out"
+	trace_context "$1" "$out"
+}
+
+# trace_context TRACE CHECK: the trace is lost with the guest, so print what
+# a violation needs to be explained: the 8 events before the first one, and
+# the last events of the task it names ("task N"), each with its index.
+trace_context() {
+	local first v pid
+	first=$(grep -m 1 '^violation: event ' "$2") || return 0
+	v=$(echo "$first" | awk '{print $3}')
+	pid=$(echo "$first" | grep -oE 'task [0-9]+' | head -n 1 | awk '{print $2}')
+	awk -v v="$v" -v pid="$pid" '/^#/ || NF == 0 { next }
+		{ n = i++ } n > v { exit }
+		n >= v - 8 || (pid != "" && index($0, " pid=" pid " ")) {
+			print "trace " n ": " $0 }' "$1" | tail -n 40
 }
 
 # tell PREFIX: print each line of stdin with PREFIX, and put it in the
