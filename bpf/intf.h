@@ -77,7 +77,7 @@ enum gmp_stat {
 	GMP_STAT_GLOBAL_AGED,	/* GRQ heads taken first for having waited too long */
 	GMP_STAT_IDLE_WAKE,	/* wakeups an idle CPU ran itself, with no wakep() */
 	GMP_STAT_PROCRESIZE,	/* procresize: a CPU went offline or came online */
-	GMP_STAT_IDLE_PLACE,	/* run at once on an idle CPU: user mode's wakeups, new threads */
+	GMP_STAT_IDLE_PLACE,	/* user mode: wakeups run at once on an idle CPU */
 	GMP_NR_STATS,
 };
 
@@ -149,7 +149,6 @@ enum gmp_put {
 	GMP_PUT_GRQ,		/* globrunqput */
 	GMP_PUT_OVERFLOW,	/* runqputslow: the LRQ was full; to the GRQ */
 	GMP_PUT_KTHREAD,	/* a woken kernel thread, on its CPU directly */
-	GMP_PUT_IDLE,		/* a new thread, on an idle CPU directly (--newproc-idle) */
 	GMP_NR_PUT,
 };
 

@@ -34,8 +34,6 @@ const volatile u32 steal_tries = GMP_STEAL_TRIES_DFL;
 const volatile bool go_handoff;
 /* Every wakeup calls wakep(), as Go's ready() does, an idle waker's too (--go-wakep). */
 const volatile bool go_wakep;
-/* A new thread runs at once on an idle CPU, if one is idle (--newproc-idle). */
-const volatile bool newproc_idle;
 /* The GRQ head waits at most this long (--global-max-wait-ms); 0: Go's rule only. */
 const volatile u64 global_max_wait_ns = (u64)GMP_GLOBAL_MAX_WAIT_MS_DFL * 1000 * 1000;
 const volatile u32 nr_cpus = 1;				/* gomaxprocs */
@@ -1103,28 +1101,6 @@ static bool debug_stalled(const struct task_struct *p)
 	return true;
 }
 
-/*
- * newproc puts a new thread in its creator's runnext and calls wakep(): an
- * idle CPU wakes, spins, and steals the thread once the grace has passed if
- * the creator runs on. With --newproc-idle a new thread goes straight to an
- * idle CPU's local DSQ when there is one: Go's outcome, an idle P running
- * the new work, without the kick, the spin and the steal (README: "Where
- * Linux differs from Go"). Returns that CPU, or -1: Go's way. Any CPU (the
- * creator's).
- */
-static s32 newproc_idle_cpu(struct task_struct *p)
-{
-	s32 cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
-
-	if (cpu < 0 || cpu_held(cpu))
-		return -1;
-	ev_put(GMP_PUT_IDLE, GMP_WHY_WAKE, cpu, p, 0);
-	/* SCX_DSQ_LOCAL: the CPU the kernel wakes it on, should @cpu go offline. */
-	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
-	stat_add(GMP_STAT_IDLE_PLACE, 1);
-	return cpu;
-}
-
 s32 BPF_STRUCT_OPS(gmp_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 {
 	struct task_ctx *tctx = task_ctx(p);
@@ -1132,14 +1108,6 @@ s32 BPF_STRUCT_OPS(gmp_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 
 	if (!tctx)
 		return prev_cpu;
-	if (newproc_idle && (wake_flags & SCX_WAKE_FORK)) {
-		s32 idle = newproc_idle_cpu(p);
-
-		if (idle >= 0) {
-			tctx->runnext_cpu = -1;
-			return idle;
-		}
-	}
 	/*
 	 * newproc/ready: the waker's (creator's) runnext, if @p may run there
 	 * and no higher class holds the CPU (the waker is then an RT task or

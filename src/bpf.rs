@@ -129,7 +129,6 @@ impl<'a> Scheduler<'a> {
         rodata.trace_on = tracing;
         rodata.go_handoff = policy.go_handoff;
         rodata.go_wakep = policy.go_wakep;
-        rodata.newproc_idle = policy.newproc_idle;
         rodata.global_max_wait_ns = policy.global_max_wait_ms * 1_000_000;
         rodata.nr_cpus = nr_cpus as u32;
         let cp = coprimes(nr_cpus as u32);
@@ -145,7 +144,6 @@ impl<'a> Scheduler<'a> {
         let go = [
             (policy.go_handoff, ", Go's hand-off"),
             (policy.go_wakep, ", Go's wakep"),
-            (policy.newproc_idle, ", new threads on idle CPUs"),
         ];
         log::info!(
             "scx_gmp {} scheduling {nr_cpus} CPUs: {params}{}",

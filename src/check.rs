@@ -61,8 +61,6 @@ pub struct Report {
     /// Where the BPF side differs from Go on purpose (README, "Where Linux
     /// differs from Go"): counted, not hidden.
     pub kthread_puts: usize,
-    /// New threads run at once on an idle CPU (`--newproc-idle`).
-    pub idle_puts: usize,
     pub kept_prev: usize,
     pub handoffs: usize,
     /// GRQ heads taken first for their wait (`--global-max-wait-ms`; not Go's).
@@ -105,8 +103,8 @@ impl std::fmt::Display for Report {
         )?;
         write!(
             f,
-            "differs from Go on purpose: {} kernel threads run directly, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves, {} re-checks of a young runnext, {} global queue heads run for their wait, {} new threads run on an idle CPU",
-            self.kthread_puts, self.kept_prev, self.handoffs, self.late_moves, self.recheck_kicks, self.aged, self.idle_puts
+            "differs from Go on purpose: {} kernel threads run directly, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves, {} re-checks of a young runnext, {} global queue heads run for their wait",
+            self.kthread_puts, self.kept_prev, self.handoffs, self.late_moves, self.recheck_kicks, self.aged
         )
     }
 }
@@ -251,7 +249,6 @@ impl Checker {
                 format!("runqputslow with an LRQ of {} < cap {cap}", e.n),
             ),
             gmp_put_GMP_PUT_KTHREAD => self.report.kthread_puts += 1,
-            gmp_put_GMP_PUT_IDLE => self.report.idle_puts += 1,
             _ => {}
         }
         if e.sub == gmp_put_GMP_PUT_GRQ && e.why == gmp_why_GMP_WHY_RETAKE {
@@ -281,8 +278,7 @@ impl Checker {
             _ => e.cpu,
         };
         self.dequeue(e.pid, e.ts);
-        // In an idle CPU's local queue, no other CPU can take it.
-        let stealable = e.allowed != 1 && e.sub != gmp_put_GMP_PUT_IDLE;
+        let stealable = e.allowed != 1;
         if stealable {
             self.slot_add(cpu, 1);
         }
@@ -752,28 +748,6 @@ mod tests {
         assert_eq!(r.handoffs, 1);
         assert!(
             r.to_string().contains("1 sync hand-offs run directly"),
-            "{r}"
-        );
-    }
-
-    #[test]
-    fn a_new_thread_on_an_idle_cpu_is_counted_and_not_stealable() {
-        // CPU 1 idles for 2 s while the thread waits in CPU 0's local queue:
-        // no other CPU could take it, so that is not idling beside work.
-        let r = check(
-            trace_of(&[
-                "10 put.idle why=wake cpu=0 pid=5 n=0 allowed=2",
-                "20 idle.0 cpu=1 n=1",
-                "2000000020 run.0 cpu=0 pid=5",
-            ])
-            .as_bytes(),
-        )
-        .unwrap();
-        assert!(r.ok(), "{r}");
-        assert_eq!(r.idle_puts, 1);
-        assert_eq!(r.worst_idle_beside_work_ns, 0, "{r}");
-        assert!(
-            r.to_string().contains("1 new threads run on an idle CPU"),
             "{r}"
         );
     }

@@ -89,13 +89,6 @@ pub struct PolicyOpts {
     #[arg(long, global = true)]
     pub go_wakep: bool,
 
-    /// BPF mode: a new thread (fork, clone) runs at once on an idle CPU, if
-    /// one is idle, instead of waiting in its creator's runnext for an idle
-    /// CPU to wake, spin and steal it (Go's newproc and wakep()). Not Go's
-    /// rule, and off by default: `bench/` has not shown that it wins.
-    #[arg(long, global = true)]
-    pub newproc_idle: bool,
-
     /// BPF mode: once the task at the head of the global queue has waited
     /// this long, in milliseconds, and longer than the head of a CPU's own
     /// LRQ, that CPU runs it first. Not Go's rule: Go serves the global

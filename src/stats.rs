@@ -88,7 +88,7 @@ counters! {
     global_aged = gmp_stat_GMP_STAT_GLOBAL_AGED, "" "aged", "Global queue heads taken first after waiting --global-max-wait-ms";
     idle_wakes = gmp_stat_GMP_STAT_IDLE_WAKE, "" "idle-wake", "Wakeups an idle CPU ran itself, with no wakep() kick (not --go-wakep)";
     procresize = gmp_stat_GMP_STAT_PROCRESIZE, "" "procresize", "CPUs that went offline or came online (procresize; the BPF mode keeps running)";
-    idle_places = gmp_stat_GMP_STAT_IDLE_PLACE, "" "idle-place", "Run at once on an idle CPU: user mode's wakeups, without the agent (not --go-ready); BPF mode's new threads (--newproc-idle)";
+    idle_places = gmp_stat_GMP_STAT_IDLE_PLACE, "" "idle-place", "User mode: wakeups run at once on an idle CPU, without the agent (not --go-ready)";
 }
 
 impl Metrics {

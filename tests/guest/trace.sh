@@ -8,8 +8,7 @@ traced() {
 	local name=$1
 	shift
 	echo "== trace $name"
-	# shellcheck disable=SC2086 # GMP_EXTRA: options, split on purpose
-	start_gmp "/tmp/$name.log" $GMP_EXTRA --trace "/tmp/$name.trace" || exit 1
+	start_gmp "/tmp/$name.log" --trace "/tmp/$name.trace" || exit 1
 	"$@" >"/tmp/$name.out" 2>&1
 	echo "workload_exit=$?"
 	stop_gmp "/tmp/$name.log"
@@ -18,7 +17,6 @@ traced() {
 traced fanout "$GMP_LOAD" fanout --threads 1000 --busy-ms 20 --gate
 traced spin "$GMP_LOAD" spin --threads $((n * 2)) --secs 3
 traced pingpong "$GMP_LOAD" pingpong --rounds 5000
-GMP_EXTRA=--newproc-idle traced forkjoin-idle "$GMP_LOAD" forkjoin --depth 8
 traced stress stress-ng -t 20 --aggressive -M -c "$n" -f "$n" --affinity 1 \
 	--affinity-delay 1 --affinity-pin
 
