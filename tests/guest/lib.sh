@@ -118,6 +118,10 @@ hang_guard() {
 				sed 's/^/  /' "$t/stack"
 			done
 			echo "sched_ext $(cat $STATE)"
+			# Why sched_ext left, if it did: the kernel's words, and the
+			# agent's (its log, without the stats lines).
+			dmesg | grep -E 'sched_ext|scx_' | tail -n 15
+			[ -f /tmp/gmp.log ] && grep -v -E '^(SCHED |  runnext )' /tmp/gmp.log | tail -n 20
 		} | tell "hung: "
 		kill -KILL "$main"
 	) 2>/dev/null &
