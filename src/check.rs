@@ -118,21 +118,8 @@ struct Queued {
     cpu: i32,
     /// Another CPU may take it (it is not pinned to one CPU).
     stealable: bool,
-    /// The put that queued it (`put.lrq why=wake`), for a violation's detail.
-    sub: u32,
-    why: u32,
-}
-
-impl Queued {
-    fn put_name(&self) -> String {
-        let e = Event {
-            kind: gmp_ev_GMP_EV_PUT,
-            sub: self.sub,
-            why: self.why,
-            ..Event::default()
-        };
-        format!("{} why={} cpu={}", e.name(), e.why_name(), self.cpu)
-    }
+    /// The put that queued it, for a violation's detail.
+    put: Event,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -263,13 +250,11 @@ impl Checker {
                 e.cpu,
                 "nothing-duplicated",
                 format!(
-                    "task {} woken ({} why={} cpu={}) while still queued since event {} ({})",
+                    "task {} woken ({}) while still queued since event {} ({})",
                     e.pid,
-                    e.name(),
-                    e.why_name(),
-                    e.cpu,
+                    e.put_summary(),
                     q.index,
-                    q.put_name()
+                    q.put.put_summary()
                 ),
             );
         }
@@ -289,8 +274,7 @@ impl Checker {
                 index: i,
                 cpu,
                 stealable,
-                sub: e.sub,
-                why: e.why,
+                put: *e,
             },
         );
     }

@@ -54,7 +54,7 @@ const WHYS: [&str; gmp_why_GMP_NR_WHY as usize] = [
 ];
 
 /// One decision, as `struct gmp_event` in `bpf/intf.h` describes each field.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Event {
     pub ts: u64,
     pub kind: u32,
@@ -186,6 +186,11 @@ impl Event {
             gmp_ev_GMP_EV_PUT => WHYS.get(self.why as usize).copied().unwrap_or("?"),
             _ => "-",
         }
+    }
+
+    /// What a violation names a put by: `put.lrq why=wake cpu=1`.
+    pub fn put_summary(&self) -> String {
+        format!("{} why={} cpu={}", self.name(), self.why_name(), self.cpu)
     }
 }
 

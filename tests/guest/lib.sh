@@ -51,10 +51,16 @@ stop_gmp() {
 	echo "gmp_exit=$rc"
 	# A failed run: the agent's own account of why (its log, without the
 	# stats lines).
-	[ "$rc" = 0 ] || grep -v -E '^(SCHED |  runnext )' "$log" | tail -n 30 | sed 's/^/gmp_log: /'
+	[ "$rc" = 0 ] || agent_log "$log" 30 | sed 's/^/gmp_log: /'
 	wait_state disabled 30
 	grep -A1 '^SCHED ' "$log" | tail -n 2
 	grep -E 'dispatches deferred|stalled task' "$log" || true
+}
+
+# agent_log LOG N: the last N lines of the agent's log, without its stats
+# lines: its own account of why it exited.
+agent_log() {
+	grep -v -E '^(SCHED |  runnext )' "$1" | tail -n "$2"
 }
 
 # check_trace TRACE: run `scx_gmp check` on TRACE; print its exit, the
@@ -121,7 +127,7 @@ hang_guard() {
 			# Why sched_ext left, if it did: the kernel's words, and the
 			# agent's (its log, without the stats lines).
 			dmesg | grep -E 'sched_ext|scx_' | tail -n 15
-			[ -f /tmp/gmp.log ] && grep -v -E '^(SCHED |  runnext )' /tmp/gmp.log | tail -n 20
+			[ -f /tmp/gmp.log ] && agent_log /tmp/gmp.log 20
 		} | tell "hung: "
 		kill -KILL "$main"
 	) 2>/dev/null &
