@@ -2,10 +2,13 @@
 STATE=/sys/kernel/sched_ext/state
 cd /tmp || exit 1
 
-# wait_state WANT SECS: wait until sched_ext's state is WANT.
+# wait_state WANT SECS: wait until sched_ext's state is WANT. The waits
+# below are timed by the clock ($SECONDS), not by a count of 0.1 s sleeps:
+# under a heavy load each look, a fork of cat and of sleep, took far longer,
+# and a 120 s wait took minutes.
 wait_state() {
-	local i
-	for i in $(seq $(($2 * 10))); do
+	local end=$((SECONDS + $2))
+	while [ $SECONDS -lt $end ]; do
 		[ "$(cat $STATE)" = "$1" ] && return 0
 		sleep 0.1
 	done
@@ -16,8 +19,8 @@ wait_state() {
 # wait_enables N SECS: wait until sched_ext has enabled a scheduler N times
 # since boot (enable_seq), and is enabled.
 wait_enables() {
-	local i
-	for i in $(seq $(($2 * 10))); do
+	local end=$((SECONDS + $2))
+	while [ $SECONDS -lt $end ]; do
 		[ "$(cat /sys/kernel/sched_ext/enable_seq)" -ge "$1" ] && [ "$(cat $STATE)" = enabled ] && return 0
 		sleep 0.1
 	done

@@ -70,8 +70,16 @@ if [ "$SCX_GMP" = none ]; then
 	echo 0 >/sys/devices/system/cpu/cpu1/online && echo hotplug_off=done
 	echo 1 >/sys/devices/system/cpu/cpu1/online && echo hotplug_on=done
 else
-	echo "hotplug_off=$(hotplug 1 0 120)"
-	echo "hotplug_on=$(hotplug 1 1 120)"
+	off=$(hotplug 1 0 120)
+	echo "hotplug_off=$off"
+	on=$(hotplug 1 1 120)
+	echo "hotplug_on=$on"
+	# Not kept: why, at once (the kernel's words and the agent's), before
+	# the rest of the soak runs on, or hangs.
+	[ "$off $on" = "kept kept" ] || {
+		dmesg | grep -E 'sched_ext|scx_' | tail -n 15
+		agent_log /tmp/gmp.log 20
+	} | sed 's/^/hotplug_why: /'
 fi
 hotplug_done_at=$(awk '{print $1}' /proc/uptime)
 
