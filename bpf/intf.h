@@ -30,6 +30,8 @@ enum gmp_defaults {
 	GMP_STEAL_TRIES_DFL = 4,	/* stealTries */
 	/* Not Go's: the longest a task waits at the GRQ head (README). */
 	GMP_GLOBAL_MAX_WAIT_MS_DFL = 100,
+	/* Not Go's: wakeup preemption, off (README). */
+	GMP_WAKEUP_PREEMPT_US_DFL = 0,
 };
 
 /*
@@ -78,6 +80,7 @@ enum gmp_stat {
 	GMP_STAT_IDLE_WAKE,	/* wakeups an idle CPU ran itself, with no wakep() */
 	GMP_STAT_PROCRESIZE,	/* procresize: a CPU went offline or came online */
 	GMP_STAT_IDLE_PLACE,	/* user mode: wakeups run at once on an idle CPU */
+	GMP_STAT_WAKEUP_PREEMPT, /* wakeups that preempted the running task */
 	GMP_NR_STATS,
 };
 
@@ -92,6 +95,8 @@ struct gmp_cpu {
 	unsigned long long schedtick;
 	/* When the current (maybe shared) slice began, owner's clock (ns). Owner only. */
 	unsigned long long tick_start;
+	/* When the running task last started running here (ns). Owner only. */
+	unsigned long long run_start;
 	/* When runnext was last filled (ns). Written by whichever CPU fills it
 	 * (the waker), read by thieves: a hint, read without a lock. */
 	unsigned long long runnext_at;
@@ -164,6 +169,7 @@ enum gmp_why {
 	GMP_WHY_AFFINITY,	/* kick: an idle CPU that may run the task */
 	GMP_WHY_RECHECK,	/* kick: itself, to look at a young runnext again */
 	GMP_WHY_HANDOFF,	/* handoffp: from a CPU a real-time task holds, to the GRQ */
+	GMP_WHY_PREEMPT,	/* preempted by a wakeup (--wakeup-preempt-us): runs next */
 	GMP_NR_WHY,
 };
 

@@ -18,6 +18,7 @@
  */
 #include <scx/common.bpf.h>
 #include "intf.h"
+#include "kick.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -36,6 +37,7 @@ const volatile bool go_handoff;
 const volatile bool go_wakep;
 /* The GRQ head waits at most this long (--global-max-wait-ms); 0: Go's rule only. */
 const volatile u64 global_max_wait_ns = (u64)GMP_GLOBAL_MAX_WAIT_MS_DFL * 1000 * 1000;
+const volatile u64 wakeup_preempt_ns = (u64)GMP_WAKEUP_PREEMPT_US_DFL * GMP_NSEC_PER_USEC;
 const volatile u32 nr_cpus = 1;				/* gomaxprocs */
 const volatile u32 nr_coprimes = 1;			/* randomOrder.coprimes */
 const volatile u32 coprimes[GMP_MAX_CPUS];
@@ -71,6 +73,7 @@ struct task_ctx {
 	bool sync;		/* ... in a sync wakeup: the waker is about to sleep */
 	bool yielded;		/* the slice ended in sched_yield() */
 	bool inherit;		/* dispatched from runnext: keeps the slice */
+	bool preempted;		/* preempt_for_wakeup() ended its slice */
 	u64 queued_at;		/* when gmp_enqueue() last took it (ns); 0: running */
 };
 
@@ -258,30 +261,6 @@ static u32 lrq_len(s32 cpu)
 	s32 rn = scx_bpf_dsq_nr_queued(runnext_dsq(cpu));
 
 	return (lrq > 0 ? lrq : 0) + (rn > 1 ? rn - 1 : 0);
-}
-
-/*
- * Is this CPU on its way offline (out of the online mask)? A kick is an
- * irq_work queued on the kicking CPU, and one queued after a dying CPU ran
- * its last irq_works stays pending for good: that CPU's later kicks never
- * run, and unloading the scheduler spins forever in the kernel's
- * irq_work_sync() (README, "Hotplug"). Wakeups made there need no kick:
- * the kernel's wakeup reschedules the CPU the task was placed on. Any CPU.
- */
-static bool this_cpu_dying(void)
-{
-	const struct cpumask *online = scx_bpf_get_online_cpumask();
-	bool dying = !bpf_cpumask_test_cpu(bpf_get_smp_processor_id(), online);
-
-	scx_bpf_put_cpumask(online);
-	return dying;
-}
-
-/* Wake @cpu if it idles, unless this CPU is dying (see above). Any CPU. */
-static void kick_cpu(s32 cpu)
-{
-	if (!this_cpu_dying())
-		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 }
 
 /* Wake @cpu if it idles: work was queued where only it looks first. */
@@ -1176,12 +1155,43 @@ static bool idle_waker(s32 cpu)
 	return cpu == bpf_get_smp_processor_id() && !cur->pid && !lrq_len(cpu);
 }
 
+/*
+ * A wakeup was just put in @cpu's runnext by @cpu itself (an interrupt, or
+ * a task that runs on). If the task running there has run for
+ * wakeup_preempt_ns or more since it last started, preempt it, so that the
+ * woken task runs now; the preempted task runs next (gmp_enqueue(), with
+ * GMP_WHY_PREEMPT), within the same slice. A task that ran less (a waker
+ * that is about to sleep, such as each side of a ping-pong) or is exiting
+ * (a thread that wakes its joiner) runs on. Not Go's rule: a woken
+ * goroutine waits in runnext for the running one to block or to be
+ * preempted at 10 ms. It is EEVDF's wakeup preemption, off unless
+ * --wakeup-preempt-us is set (README: "Where Linux differs from Go").
+ * Owner only.
+ */
+static void preempt_for_wakeup(s32 cpu)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct gmp_cpu *c = cpu_ctx(cpu);
+	struct task_ctx *tctx;
+
+	if (!wakeup_preempt_ns || !c || !cur->pid || (cur->flags & PF_EXITING) ||
+	    cpu != bpf_get_smp_processor_id() ||
+	    scx_bpf_now() - c->run_start < wakeup_preempt_ns)
+		return;
+	tctx = task_ctx(cur);
+	if (!tctx)
+		return;
+	tctx->preempted = true;
+	kick_cpu_flags(cpu, SCX_KICK_PREEMPT);
+	stat_add(GMP_STAT_WAKEUP_PREEMPT, 1);
+}
+
 void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	struct task_ctx *tctx = task_ctx(p);
 	s32 cpu = scx_bpf_task_cpu(p);
 	s32 waker = -1;
-	bool yielded = false, sync = false;
+	bool yielded = false, sync = false, preempted = false;
 
 	if (debug_stalled(p))
 		return;
@@ -1194,6 +1204,8 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 		tctx->sync = false;
 		yielded = tctx->yielded;
 		tctx->yielded = false;
+		preempted = tctx->preempted;
+		tctx->preempted = false;
 		tctx->inherit = false;	/* a runnext pick that did not run */
 	}
 
@@ -1231,6 +1243,15 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 			stat_add(GMP_STAT_IDLE_WAKE, 1);
 			return;
 		}
+		if (next && !sync && (enq_flags & SCX_ENQ_WAKEUP))
+			preempt_for_wakeup(cpu);
+	} else if (preempted && !p->scx.slice && may_run(p, cpu)) {
+		/*
+		 * preempt_for_wakeup() ended its slice for a woken task, which
+		 * now runs: it runs next, unless a newer wakeup holds runnext.
+		 */
+		runqput(p, cpu, !scx_bpf_dsq_nr_queued(runnext_dsq(cpu)), GMP_WHY_PREEMPT,
+			enq_flags);
 	} else if (!p->scx.slice) {
 		/* retake -> gopreempt_m, or Gosched: the GRQ tail. */
 		u32 why = yielded ? GMP_WHY_YIELD : GMP_WHY_EXPIRE;
@@ -1374,6 +1395,7 @@ void BPF_STRUCT_OPS(gmp_running, struct task_struct *p)
 
 	if (!c)
 		return;
+	c->run_start = scx_bpf_now();
 	stop_spinning(bpf_get_smp_processor_id(), c);
 	if (tctx && tctx->queued_at) {
 		s64 waited = (s64)(scx_bpf_now() - tctx->queued_at);

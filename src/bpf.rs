@@ -21,7 +21,7 @@ use crate::bpf_skel::*;
 use scx_gmp::bpf_intf::*;
 use scx_gmp::cli::{AgentOpts, PolicyOpts};
 use scx_gmp::load::await_hotplug;
-use scx_gmp::model::{coprimes, Params};
+use scx_gmp::model::{coprimes, us_to_ns, Params};
 use scx_gmp::stats::{server_data, Metrics};
 use scx_gmp::trace::{self, Event};
 
@@ -130,6 +130,7 @@ impl<'a> Scheduler<'a> {
         rodata.go_handoff = policy.go_handoff;
         rodata.go_wakep = policy.go_wakep;
         rodata.global_max_wait_ns = policy.global_max_wait_ms * 1_000_000;
+        rodata.wakeup_preempt_ns = us_to_ns(policy.wakeup_preempt_us);
         rodata.nr_cpus = nr_cpus as u32;
         let cp = coprimes(nr_cpus as u32);
         rodata.nr_coprimes = cp.len() as u32;
@@ -145,8 +146,12 @@ impl<'a> Scheduler<'a> {
             (policy.go_handoff, ", Go's hand-off"),
             (policy.go_wakep, ", Go's wakep"),
         ];
+        let preempt = match policy.wakeup_preempt_us {
+            0 => String::new(),
+            us => format!(", wakeup preemption after {us} us"),
+        };
         log::info!(
-            "scx_gmp {} scheduling {nr_cpus} CPUs: {params}{}",
+            "scx_gmp {} scheduling {nr_cpus} CPUs: {params}{}{preempt}",
             scx_gmp::cli::version(),
             go.iter().filter(|g| g.0).map(|g| g.1).collect::<String>()
         );

@@ -27,6 +27,7 @@ fn help_explains_every_knob() {
         "--min-slice-us",
         "--go-handoff",
         "--global-max-wait-ms",
+        "--wakeup-preempt-us",
         "--stats",
         "--monitor",
         "--help-stats",
@@ -47,6 +48,7 @@ fn out_of_range_knobs_are_refused() {
         &["--global-every", "x"],
         &["--global-max-wait-ms", "10001"],
         &["--global-max-wait-ms", "-1"],
+        &["--wakeup-preempt-us", "1000001"],
     ] {
         let (code, _, err) = scx_gmp(args);
         assert_eq!(code, 2, "{args:?} accepted");

@@ -640,7 +640,7 @@ fn scheduler_applies_each_go_rule() {
 fn scheduler_decisions_follow_go_rules_in_the_trace() {
     let r = guest(&["--cpus", "4"], "trace.sh", &[&gmp_load()]);
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    for name in ["fanout", "spin", "pingpong", "stress"] {
+    for name in ["fanout", "spin", "pingpong", "stress", "preempt"] {
         let start = r
             .stdout
             .find(&format!("== trace {name}"))
@@ -660,6 +660,9 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
         let lines: u64 = kv(out, "trace_lines").unwrap().parse().unwrap();
         assert!(lines > 1000, "{name}: only {lines} trace lines");
     }
+    // --wakeup-preempt-us preempted tasks beside the timer wakeups, and put
+    // each back to run next.
+    assert!(num(&r.stdout, "preempt_puts") > 0, "{}", r.stdout);
     assert_eq!(kv(&r.stdout, "altered_exit"), Some("1"), "{}", r.stdout);
     assert!(
         r.stdout.contains("steal-half: a steal from an LRQ of"),

@@ -1,6 +1,7 @@
 # trace.sh SCX_GMP GMP_LOAD: run each workload under `scx_gmp --trace` and
 # check its trace with `scx_gmp check`; then check a copy of one trace with a
-# single decision altered, which the checker must refuse.
+# single decision altered, which the checker must refuse. GMP_ARGS, when
+# set, are more options for scx_gmp.
 SCX_GMP=$1 GMP_LOAD=$2
 . "$(dirname "$0")/lib.sh"
 n=$(nproc)
@@ -8,7 +9,8 @@ traced() {
 	local name=$1
 	shift
 	echo "== trace $name"
-	start_gmp "/tmp/$name.log" --trace "/tmp/$name.trace" || exit 1
+	# shellcheck disable=SC2086 # GMP_ARGS are words
+	start_gmp "/tmp/$name.log" --trace "/tmp/$name.trace" ${GMP_ARGS:-} || exit 1
 	"$@" >"/tmp/$name.out" 2>&1
 	echo "workload_exit=$?"
 	stop_gmp "/tmp/$name.log"
@@ -19,6 +21,11 @@ traced spin "$GMP_LOAD" spin --threads $((n * 2)) --secs 3
 traced pingpong "$GMP_LOAD" pingpong --rounds 5000
 traced stress stress-ng -t 20 --aggressive -M -c "$n" -f "$n" --affinity 1 \
 	--affinity-delay 1 --affinity-pin
+# Timer wakeups beside CPU hogs, with wakeup preemption: the preempted
+# tasks' puts (why=preempt) must keep to the rules too.
+GMP_ARGS="--wakeup-preempt-us 250" traced preempt sh -c "stress-ng --cpu $n -t 6 >/dev/null 2>&1 &
+	cyclictest -m -q -t $n -i 1000 -D 5 >/dev/null; wait"
+echo "preempt_puts=$(grep -c ' why=preempt ' /tmp/preempt.trace)"
 
 # One decision altered: the first steal claims to have wanted one task more.
 awk '!done && $2 == "pick.steal" {

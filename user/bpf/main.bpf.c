@@ -46,6 +46,8 @@
 
 #include <scx/percpu.bpf.h>
 #include "intf.h"
+/* scx_gmp: kick_cpu(), which never kicks from a CPU going offline. */
+#include "../../bpf/kick.bpf.h"
 
 /* The kernel's values (include/linux/sched.h, sched/prio.h, sched/ext.c). */
 #define TASK_RUNNING	0
@@ -470,30 +472,6 @@ static bool served(void)
 
 	return (cur->prio < MAX_RT_PRIO && cur->__state == TASK_RUNNING) ||
 	       cur->dl_server;
-}
-
-/*
- * scx_gmp: is this CPU on its way offline (out of the online mask)? A kick
- * is an irq_work queued on the kicking CPU, and one queued after a dying
- * CPU ran its last irq_works stays pending for good: that CPU's later kicks
- * never run, and unloading spins forever in the kernel's irq_work_sync()
- * (README, "Hotplug"). So a dying CPU kicks no one: the kernel's wakeup
- * reschedules the CPU a task was placed on, and the timer kicks the rest.
- */
-static bool this_cpu_dying(void)
-{
-	const struct cpumask *online = scx_bpf_get_online_cpumask();
-	bool dying = !bpf_cpumask_test_cpu(bpf_get_smp_processor_id(), online);
-
-	scx_bpf_put_cpumask(online);
-	return dying;
-}
-
-/* scx_gmp: wake @cpu if it idles, unless this CPU is dying (see above). */
-static void kick_cpu(s32 cpu)
-{
-	if (!this_cpu_dying())
-		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 }
 
 /*
