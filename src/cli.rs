@@ -100,13 +100,14 @@ pub struct PolicyOpts {
     pub global_max_wait_ms: u64,
 
     /// BPF mode: a wakeup put in a CPU's runnext preempts the task running
-    /// there once that task has run this long, in microseconds, of its
-    /// slice; one that has run less has its slice cut to end then. Not Go's
-    /// rule: a woken goroutine waits in runnext until the running one blocks
-    /// or its 10 ms slice ends (or an idle P steals it), so beside CPU-bound
-    /// work a timer or I/O wakeup waits up to a slice; EEVDF's wakeup
-    /// preemption does not make it wait. Not for a new thread, nor a sync
-    /// wakeup (its waker is about to sleep). 0: Go's rule.
+    /// there if that task has run this long, in microseconds, since it last
+    /// started (a shorter runner, or an exiting thread, runs on); the
+    /// preempted task runs next, within its slice. Not Go's rule: a woken
+    /// goroutine waits in runnext until the running one blocks or its 10 ms
+    /// slice ends (or an idle P steals it), so beside CPU-bound work a timer
+    /// or I/O wakeup waits up to a slice; EEVDF's wakeup preemption does not
+    /// make it wait. Not for a new thread, nor a sync wakeup (its waker is
+    /// about to sleep). 0: Go's rule.
     #[arg(long, global = true, default_value_t = gmp_defaults_GMP_WAKEUP_PREEMPT_US_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub wakeup_preempt_us: u64,
 }

@@ -89,7 +89,7 @@ counters! {
     idle_wakes = gmp_stat_GMP_STAT_IDLE_WAKE, "" "idle-wake", "Wakeups an idle CPU ran itself, with no wakep() kick (not --go-wakep)";
     procresize = gmp_stat_GMP_STAT_PROCRESIZE, "" "procresize", "CPUs that went offline or came online (procresize; the BPF mode keeps running)";
     idle_places = gmp_stat_GMP_STAT_IDLE_PLACE, "" "idle-place", "User mode: wakeups run at once on an idle CPU, without the agent (not --go-ready)";
-    wakeup_preempts = gmp_stat_GMP_STAT_WAKEUP_PREEMPT, "" "wakeup-preempt", "Wakeups that preempted the task running on their CPU, or cut its slice (--wakeup-preempt-us)";
+    wakeup_preempts = gmp_stat_GMP_STAT_WAKEUP_PREEMPT, "" "wakeup-preempt", "Wakeups that preempted the task running on their CPU (--wakeup-preempt-us)";
 }
 
 impl Metrics {

@@ -66,6 +66,13 @@ agent_log() {
 	grep -v -E '^(SCHED |  runnext )' "$1" | tail -n "$2"
 }
 
+# why_left: why sched_ext left, if it did: the kernel's words (its last
+# sched_ext lines), and the agent's (the end of /tmp/gmp.log, if any).
+why_left() {
+	dmesg | grep -E 'sched_ext|scx_' | tail -n 15
+	[ ! -f /tmp/gmp.log ] || agent_log /tmp/gmp.log 20
+}
+
 # check_trace TRACE: run `scx_gmp check` on TRACE; print its exit, the
 # trace's size, the lost tasks it found, its first violations and its summary.
 check_trace() {
@@ -127,10 +134,7 @@ hang_guard() {
 				sed 's/^/  /' "$t/stack"
 			done
 			echo "sched_ext $(cat $STATE)"
-			# Why sched_ext left, if it did: the kernel's words, and the
-			# agent's (its log, without the stats lines).
-			dmesg | grep -E 'sched_ext|scx_' | tail -n 15
-			[ -f /tmp/gmp.log ] && agent_log /tmp/gmp.log 20
+			why_left
 		} | tell "hung: "
 		kill -KILL "$main"
 	) 2>/dev/null &

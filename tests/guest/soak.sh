@@ -74,12 +74,8 @@ else
 	echo "hotplug_off=$off"
 	on=$(hotplug 1 1 120)
 	echo "hotplug_on=$on"
-	# Not kept: why, at once (the kernel's words and the agent's), before
-	# the rest of the soak runs on, or hangs.
-	[ "$off $on" = "kept kept" ] || {
-		dmesg | grep -E 'sched_ext|scx_' | tail -n 15
-		agent_log /tmp/gmp.log 20
-	} | sed 's/^/hotplug_why: /'
+	# Not kept: why, at once, before the rest of the soak runs on, or hangs.
+	[ "$off $on" = "kept kept" ] || why_left | sed 's/^/hotplug_why: /'
 fi
 hotplug_done_at=$(awk '{print $1}' /proc/uptime)
 
