@@ -32,6 +32,8 @@ enum gmp_defaults {
 	GMP_GLOBAL_MAX_WAIT_MS_DFL = 100,
 	/* Not Go's: wakeup preemption, off (README). */
 	GMP_WAKEUP_PREEMPT_US_DFL = 0,
+	/* Not Go's: wakep() at once, as Go's ready() does (README). */
+	GMP_WAKEP_DELAY_US_DFL = 0,
 };
 
 /*
@@ -81,6 +83,7 @@ enum gmp_stat {
 	GMP_STAT_PROCRESIZE,	/* procresize: a CPU went offline or came online */
 	GMP_STAT_IDLE_PLACE,	/* user mode: wakeups run at once on an idle CPU */
 	GMP_STAT_WAKEUP_PREEMPT, /* wakeups that preempted the running task */
+	GMP_STAT_WAKEP_LATE,	/* delayed wakep()s whose task still waited */
 	GMP_NR_STATS,
 };
 
@@ -108,6 +111,9 @@ struct gmp_cpu {
 	unsigned int spin_seq;
 	/* runqputslow's half-LRQ move is due. Any CPU, atomically. */
 	unsigned int ovf_pending;
+	/* A delayed wakep() is armed on this CPU (--wakep-delay-us). Set by
+	 * the owner, cleared by its timer, atomically. */
+	unsigned int wakep_armed;
 	/* LRQ and runnext DSQ lengths, written by the snapshot program only. */
 	int snap_lrq;
 	int snap_runnext;

@@ -38,6 +38,7 @@ const volatile bool go_wakep;
 /* The GRQ head waits at most this long (--global-max-wait-ms); 0: Go's rule only. */
 const volatile u64 global_max_wait_ns = (u64)GMP_GLOBAL_MAX_WAIT_MS_DFL * 1000 * 1000;
 const volatile u64 wakeup_preempt_ns = (u64)GMP_WAKEUP_PREEMPT_US_DFL * GMP_NSEC_PER_USEC;
+const volatile u64 wakep_delay_ns = (u64)GMP_WAKEP_DELAY_US_DFL * GMP_NSEC_PER_USEC;
 const volatile u32 nr_cpus = 1;				/* gomaxprocs */
 const volatile u32 nr_coprimes = 1;			/* randomOrder.coprimes */
 const volatile u32 coprimes[GMP_MAX_CPUS];
@@ -76,6 +77,18 @@ struct task_ctx {
 	bool preempted;		/* preempt_for_wakeup() ended its slice */
 	u64 queued_at;		/* when gmp_enqueue() last took it (ns); 0: running */
 };
+
+/* One timer per CPU for a delayed wakep() (wakep_later). */
+struct wakep_timer {
+	struct bpf_timer timer;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, GMP_MAX_CPUS);
+	__type(key, u32);
+	__type(value, struct wakep_timer);
+} wakep_timers SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -325,6 +338,54 @@ static void wakep(void)
 	ev_simple(GMP_EV_KICK, GMP_WHY_WAKEP, cpu, -1, bpf_get_smp_processor_id());
 	stat_add(GMP_STAT_KICK, 1);
 	kick_cpu(cpu);
+}
+
+/*
+ * The delayed wakep() fires: the task put in this CPU's runnext
+ * wakep_delay_ns ago is still there (its waker ran on), so wake an idle CPU
+ * to steal it, as Go's ready() would have at once. Any CPU (a timer pinned
+ * to its owner, elsewhere once that CPU went offline).
+ */
+static int wakep_timer_fn(void *map, u32 *key, struct wakep_timer *t)
+{
+	s32 cpu = *key;
+	struct gmp_cpu *c = cpu_ctx(cpu);
+
+	if (!c)
+		return 0;
+	__sync_lock_test_and_set(&c->wakep_armed, 0);
+	if (scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) > 0 && !nmspinning) {
+		stat_add(GMP_STAT_WAKEP_LATE, 1);
+		wakep();
+	}
+	return 0;
+}
+
+/*
+ * ready()'s wakep(), delayed: a wakeup put in @cpu's own runnext, with
+ * nothing else queued there, most often has a waker about to block, and
+ * the task runs here next; a CPU woken at once (an IPI, costly on Linux)
+ * only steals it from these caches or finds nothing. So wake one only if
+ * the task still waits after wakep_delay_ns. Not Go's rule; 0 keeps it
+ * (README: "Where Linux differs from Go"). Returns false when the caller
+ * is to call wakep() now. Owner only.
+ */
+static bool wakep_later(s32 cpu)
+{
+	struct gmp_cpu *c = cpu_ctx(cpu);
+	struct wakep_timer *t;
+	u32 key = cpu;
+
+	if (!wakep_delay_ns || !c || nmspinning || cpu != bpf_get_smp_processor_id() ||
+	    lrq_len(cpu))
+		return false;
+	if (__sync_lock_test_and_set(&c->wakep_armed, 1))
+		return true; /* armed already: it fires sooner */
+	t = bpf_map_lookup_elem(&wakep_timers, &key);
+	if (t && !bpf_timer_start(&t->timer, wakep_delay_ns, BPF_F_TIMER_CPU_PIN))
+		return true;
+	__sync_lock_test_and_set(&c->wakep_armed, 0);
+	return false;
 }
 
 /* Leave the spinning state (proc.go resetspinning / the M's spinning=false). */
@@ -1245,6 +1306,8 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 		}
 		if (next && !sync && (enq_flags & SCX_ENQ_WAKEUP))
 			preempt_for_wakeup(cpu);
+		if (next && (enq_flags & SCX_ENQ_WAKEUP) && wakep_later(cpu))
+			return;
 	} else if (preempted && !p->scx.slice && may_run(p, cpu)) {
 		/*
 		 * preempt_for_wakeup() ended its slice for a woken task, which
@@ -1472,9 +1535,26 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(gmp_init)
 		}
 	}
 	err = scx_bpf_create_dsq(GMP_DSQ_GRQ, -1);
-	if (err)
+	if (err) {
 		scx_bpf_error("failed to create the global run queue: %d", err);
-	return err;
+		return err;
+	}
+	if (!wakep_delay_ns)
+		return 0;
+	bpf_for(i, 0, nr_cpus) {
+		struct wakep_timer *t = bpf_map_lookup_elem(&wakep_timers, &i);
+
+		if (!t)
+			return -ENOENT;
+		err = bpf_timer_init(&t->timer, &wakep_timers, CLOCK_MONOTONIC);
+		if (!err)
+			err = bpf_timer_set_callback(&t->timer, wakep_timer_fn);
+		if (err) {
+			scx_bpf_error("failed to set up the wakep timer of CPU %u: %d", i, err);
+			return err;
+		}
+	}
+	return 0;
 }
 
 void BPF_STRUCT_OPS(gmp_exit, struct scx_exit_info *ei)

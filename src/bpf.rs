@@ -131,6 +131,7 @@ impl<'a> Scheduler<'a> {
         rodata.go_wakep = policy.go_wakep;
         rodata.global_max_wait_ns = policy.global_max_wait_ms * 1_000_000;
         rodata.wakeup_preempt_ns = us_to_ns(policy.wakeup_preempt_us);
+        rodata.wakep_delay_ns = us_to_ns(policy.wakep_delay_us);
         rodata.nr_cpus = nr_cpus as u32;
         let cp = coprimes(nr_cpus as u32);
         rodata.nr_coprimes = cp.len() as u32;
@@ -149,6 +150,10 @@ impl<'a> Scheduler<'a> {
         let preempt = match policy.wakeup_preempt_us {
             0 => String::new(),
             us => format!(", wakeup preemption after {us} us"),
+        };
+        let preempt = match policy.wakep_delay_us {
+            0 => preempt,
+            us => format!("{preempt}, wakep after {us} us"),
         };
         log::info!(
             "scx_gmp {} scheduling {nr_cpus} CPUs: {params}{}{preempt}",

@@ -110,6 +110,16 @@ pub struct PolicyOpts {
     /// about to sleep). 0: Go's rule.
     #[arg(long, global = true, default_value_t = gmp_defaults_GMP_WAKEUP_PREEMPT_US_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub wakeup_preempt_us: u64,
+
+    /// BPF mode: a wakeup that a running task puts in its own CPU's runnext,
+    /// with nothing else queued there, wakes an idle CPU to steal it only if
+    /// it still waits after this long, in microseconds. Not Go's rule: Go's
+    /// ready() calls wakep() at once; on Linux that is an IPI to a CPU that
+    /// most often finds nothing (the waker is about to block, and the task
+    /// runs next on its CPU) or steals it from the CPU whose caches hold it.
+    /// 0: Go's rule.
+    #[arg(long, global = true, default_value_t = gmp_defaults_GMP_WAKEP_DELAY_US_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub wakep_delay_us: u64,
 }
 
 impl PolicyOpts {

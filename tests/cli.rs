@@ -28,6 +28,7 @@ fn help_explains_every_knob() {
         "--go-handoff",
         "--global-max-wait-ms",
         "--wakeup-preempt-us",
+        "--wakep-delay-us",
         "--stats",
         "--monitor",
         "--help-stats",
@@ -49,6 +50,8 @@ fn out_of_range_knobs_are_refused() {
         &["--global-max-wait-ms", "10001"],
         &["--global-max-wait-ms", "-1"],
         &["--wakeup-preempt-us", "1000001"],
+        &["--wakep-delay-us", "1000001"],
+        &["--wakep-delay-us", "-5"],
     ] {
         let (code, _, err) = scx_gmp(args);
         assert_eq!(code, 2, "{args:?} accepted");

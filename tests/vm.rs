@@ -640,7 +640,14 @@ fn scheduler_applies_each_go_rule() {
 fn scheduler_decisions_follow_go_rules_in_the_trace() {
     let r = guest(&["--cpus", "4"], "trace.sh", &[&gmp_load()]);
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    for name in ["fanout", "spin", "pingpong", "stress", "preempt"] {
+    for name in [
+        "fanout",
+        "spin",
+        "pingpong",
+        "stress",
+        "preempt",
+        "wakepdelay",
+    ] {
         let start = r
             .stdout
             .find(&format!("== trace {name}"))
@@ -663,6 +670,9 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
     // --wakeup-preempt-us preempted tasks beside the timer wakeups, and put
     // each back to run next.
     assert!(num(&r.stdout, "preempt_puts") > 0, "{}", r.stdout);
+    // --wakep-delay-us: the delayed wakep() found woken tasks still waiting
+    // behind a waker that ran on, and woke a CPU for them.
+    assert!(num(&r.stdout, "wakep_late") > 0, "{}", r.stdout);
     assert_eq!(kv(&r.stdout, "altered_exit"), Some("1"), "{}", r.stdout);
     assert!(
         r.stdout.contains("steal-half: a steal from an LRQ of"),

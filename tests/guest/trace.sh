@@ -26,6 +26,12 @@ traced stress stress-ng -t 20 --aggressive -M -c "$n" -f "$n" --affinity 1 \
 GMP_ARGS="--wakeup-preempt-us 250" traced preempt sh -c "stress-ng --cpu $n -t 6 >/dev/null 2>&1 &
 	cyclictest -m -q -t $n -i 1000 -D 5 >/dev/null; wait"
 echo "preempt_puts=$(grep -c ' why=preempt ' /tmp/preempt.trace)"
+# A delayed wakep(): request workers wake one another (a mutex hand-off)
+# and run on, so the timer must wake an idle CPU for a woken task that
+# still waits in their runnext (wakep-late).
+GMP_ARGS="--wakep-delay-us 200" traced wakepdelay "$GMP_LOAD" request --workers $((4 * n)) \
+	--load 0.3 --secs 4
+echo "wakep_late=$(grep -o 'wakep-late=[0-9]*' /tmp/wakepdelay.log | tail -n 1 | cut -d= -f2)"
 
 # One decision altered: the first steal claims to have wanted one task more.
 awk '!done && $2 == "pick.steal" {
