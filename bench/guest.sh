@@ -154,9 +154,11 @@ for round in $(seq "$reps"); do
 		echo "bench: round $round/$reps: $sched" >&2
 		start_sched "$sched" || exit 1
 		# The scheduler's own CPU on an idle system (sched_cpu_ms_per_s),
-		# after a second for its start-up to settle.
-		want idle && sleep 1
-		run idle sleep "$t"
+		# after 3 s for its start-up to settle, over 4 times the usual
+		# run: the agent's CPU is counted in clock ticks (10 ms each), so
+		# over 5 s one tick more or less would be 2 ms/s.
+		want idle && sleep 3
+		run idle sleep "$((t * 4))"
 		run stress-cpu stress-ng --cpu "$n" -t "$t" --metrics-brief
 		[ "$quick" = 1 ] || run stress-sock stress-ng --sock "$n" -t "$t" --metrics-brief
 		run hackbench-pipe hackbench -p -g 4 -l "$hb"
