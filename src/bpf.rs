@@ -147,16 +147,17 @@ impl<'a> Scheduler<'a> {
             (policy.go_handoff, ", Go's hand-off"),
             (policy.go_wakep, ", Go's wakep"),
         ];
-        let preempt = match policy.wakeup_preempt_us {
-            0 => String::new(),
-            us => format!(", wakeup preemption after {us} us"),
-        };
-        let preempt = match policy.wakep_delay_us {
-            0 => preempt,
-            us => format!("{preempt}, wakep after {us} us"),
-        };
+        // The options that are not Go's and are set: ", what N us" each.
+        let timed: String = [
+            (policy.wakeup_preempt_us, "wakeup preemption after"),
+            (policy.wakep_delay_us, "wakep after"),
+        ]
+        .iter()
+        .filter(|t| t.0 != 0)
+        .map(|(us, what)| format!(", {what} {us} us"))
+        .collect();
         log::info!(
-            "scx_gmp {} scheduling {nr_cpus} CPUs: {params}{}{preempt}",
+            "scx_gmp {} scheduling {nr_cpus} CPUs: {params}{}{timed}",
             scx_gmp::cli::version(),
             go.iter().filter(|g| g.0).map(|g| g.1).collect::<String>()
         );
