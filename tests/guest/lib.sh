@@ -67,9 +67,10 @@ agent_log() {
 }
 
 # why_left: why sched_ext left, if it did: the kernel's words (its last
-# sched_ext lines), and the agent's (the end of /tmp/gmp.log, if any).
+# sched_ext lines, not the boot command line, which names the scx_gmp
+# cache), and the agent's (the end of /tmp/gmp.log, if any).
 why_left() {
-	dmesg | grep -E 'sched_ext|scx_' | tail -n 15
+	dmesg | grep -E 'sched_ext|scx_' | grep -v -i 'command line' | tail -n 15
 	[ ! -f /tmp/gmp.log ] || agent_log /tmp/gmp.log 20
 }
 
