@@ -313,8 +313,11 @@ static bool set_spinning(s32 cpu, struct gmp_cpu *c, bool start, s32 by, bool co
 	return true;
 }
 
-/* wakep: proc.go wakep - wake one idle P to spin, if no P is spinning yet. */
-static void wakep(void)
+/*
+ * wakep: proc.go wakep - wake one idle P to spin, if no P is spinning yet.
+ * Returns whether it woke one. Any CPU.
+ */
+static bool wakep(void)
 {
 	const struct cpumask *online;
 	struct gmp_cpu *c;
@@ -322,7 +325,7 @@ static void wakep(void)
 
 	/* A dying CPU cannot kick: the task waits on its queue (kick_cpu). */
 	if (nmspinning || this_cpu_dying() || !__sync_bool_compare_and_swap(&nmspinning, 0, 1))
-		return;
+		return false;
 	online = scx_bpf_get_online_cpumask();
 	cpu = scx_bpf_pick_idle_cpu(online, 0);
 	scx_bpf_put_cpumask(online);
@@ -333,11 +336,12 @@ static void wakep(void)
 	 */
 	if (!c || !set_spinning(cpu, c, true, bpf_get_smp_processor_id(), true)) {
 		__sync_fetch_and_sub(&nmspinning, 1);
-		return;
+		return false;
 	}
 	ev_simple(GMP_EV_KICK, GMP_WHY_WAKEP, cpu, -1, bpf_get_smp_processor_id());
 	stat_add(GMP_STAT_KICK, 1);
 	kick_cpu(cpu);
+	return true;
 }
 
 /*
@@ -354,10 +358,8 @@ static int wakep_timer_fn(void *map, u32 *key, struct wakep_timer *t)
 	if (!c)
 		return 0;
 	__sync_lock_test_and_set(&c->wakep_armed, 0);
-	if (scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) > 0 && !nmspinning) {
+	if (scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) > 0 && wakep())
 		stat_add(GMP_STAT_WAKEP_LATE, 1);
-		wakep();
-	}
 	return 0;
 }
 

@@ -90,7 +90,7 @@ counters! {
     procresize = gmp_stat_GMP_STAT_PROCRESIZE, "" "procresize", "CPUs that went offline or came online (procresize; the BPF mode keeps running)";
     idle_places = gmp_stat_GMP_STAT_IDLE_PLACE, "" "idle-place", "User mode: wakeups run at once on an idle CPU, without the agent (not --go-ready)";
     wakeup_preempts = gmp_stat_GMP_STAT_WAKEUP_PREEMPT, "" "wakeup-preempt", "Wakeups that preempted the task running on their CPU (--wakeup-preempt-us)";
-    wakep_lates = gmp_stat_GMP_STAT_WAKEP_LATE, "" "wakep-late", "Delayed wakep()s that found the woken task still waiting (--wakep-delay-us)";
+    wakep_lates = gmp_stat_GMP_STAT_WAKEP_LATE, "" "wakep-late", "Delayed wakep()s that found the woken task still waiting and woke an idle CPU (--wakep-delay-us)";
 }
 
 impl Metrics {
