@@ -81,7 +81,7 @@ enum gmp_stat {
 	GMP_STAT_GLOBAL_AGED,	/* GRQ heads taken first for having waited too long */
 	GMP_STAT_IDLE_WAKE,	/* wakeups an idle CPU ran itself, with no wakep() */
 	GMP_STAT_PROCRESIZE,	/* procresize: a CPU went offline or came online */
-	GMP_STAT_IDLE_PLACE,	/* user mode: wakeups run at once on an idle CPU */
+	GMP_STAT_IDLE_PLACE,	/* wakeups run at once on an idle CPU (user mode; --ready-idle) */
 	GMP_STAT_WAKEUP_PREEMPT, /* wakeups that preempted the running task */
 	GMP_STAT_WAKEP_LATE,	/* delayed wakep()s whose task still waited */
 	GMP_NR_STATS,
@@ -160,6 +160,7 @@ enum gmp_put {
 	GMP_PUT_GRQ,		/* globrunqput */
 	GMP_PUT_OVERFLOW,	/* runqputslow: the LRQ was full; to the GRQ */
 	GMP_PUT_KTHREAD,	/* a woken kernel thread, on its CPU directly */
+	GMP_PUT_IDLE,		/* --ready-idle: a wakeup, on an idle CPU directly */
 	GMP_NR_PUT,
 };
 

@@ -39,6 +39,8 @@ const volatile bool go_wakep;
 const volatile u64 global_max_wait_ns = (u64)GMP_GLOBAL_MAX_WAIT_MS_DFL * 1000 * 1000;
 const volatile u64 wakeup_preempt_ns = (u64)GMP_WAKEUP_PREEMPT_US_DFL * GMP_NSEC_PER_USEC;
 const volatile u64 wakep_delay_ns = (u64)GMP_WAKEP_DELAY_US_DFL * GMP_NSEC_PER_USEC;
+/* A running task's wakeup runs at once on an idle CPU, if one is (--ready-idle). */
+const volatile bool ready_idle;
 const volatile u32 nr_cpus = 1;				/* gomaxprocs */
 const volatile u32 nr_coprimes = 1;			/* randomOrder.coprimes */
 const volatile u32 coprimes[GMP_MAX_CPUS];
@@ -1143,13 +1145,45 @@ static bool debug_stalled(const struct task_struct *p)
 	return true;
 }
 
+/*
+ * ready(), when an idle CPU is known (--ready-idle): a running task woke @p,
+ * not as it goes to sleep (sync) and not as a new thread. Go would put @p
+ * in the waker's runnext and wakep() an idle P to steal it, since the waker
+ * runs on; here @p goes straight to an idle CPU it may run on (its previous
+ * one first), with one IPI and no spin or steal. Returns that CPU, now
+ * claimed, or -1. Not Go's rule (README: "Where Linux differs from Go").
+ * Any CPU (the waker's).
+ */
+static s32 idle_cpu_for(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	s32 cpu;
+
+	if (!ready_idle || (wake_flags & (SCX_WAKE_SYNC | SCX_WAKE_FORK)) || !cur->pid)
+		return -1;
+	if (may_run(p, prev_cpu) && !cpu_held(prev_cpu) &&
+	    scx_bpf_test_and_clear_cpu_idle(prev_cpu))
+		return prev_cpu;
+	cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+	return cpu >= 0 && !cpu_held(cpu) ? cpu : -1;
+}
+
 s32 BPF_STRUCT_OPS(gmp_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 {
 	struct task_ctx *tctx = task_ctx(p);
 	s32 cpu = bpf_get_smp_processor_id();
+	s32 idle;
 
 	if (!tctx)
 		return prev_cpu;
+	idle = idle_cpu_for(p, prev_cpu, wake_flags);
+	if (idle >= 0) {
+		tctx->runnext_cpu = -1;
+		ev_put(GMP_PUT_IDLE, GMP_WHY_WAKE, idle, p, 0);
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+		stat_add(GMP_STAT_IDLE_PLACE, 1);
+		return idle;
+	}
 	/*
 	 * newproc/ready: the waker's (creator's) runnext, if @p may run there
 	 * and no higher class holds the CPU (the waker is then an RT task or

@@ -129,6 +129,7 @@ impl<'a> Scheduler<'a> {
         rodata.trace_on = tracing;
         rodata.go_handoff = policy.go_handoff;
         rodata.go_wakep = policy.go_wakep;
+        rodata.ready_idle = policy.ready_idle;
         rodata.global_max_wait_ns = policy.global_max_wait_ms * 1_000_000;
         rodata.wakeup_preempt_ns = us_to_ns(policy.wakeup_preempt_us);
         rodata.wakep_delay_ns = us_to_ns(policy.wakep_delay_us);
@@ -146,6 +147,7 @@ impl<'a> Scheduler<'a> {
         let go = [
             (policy.go_handoff, ", Go's hand-off"),
             (policy.go_wakep, ", Go's wakep"),
+            (policy.ready_idle, ", wakeups on idle CPUs"),
         ];
         // The options that are not Go's and are set: ", what N us" each.
         let timed: String = [

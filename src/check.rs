@@ -61,6 +61,8 @@ pub struct Report {
     /// Where the BPF side differs from Go on purpose (README, "Where Linux
     /// differs from Go"): counted, not hidden.
     pub kthread_puts: usize,
+    /// Wakeups put straight on an idle CPU (`--ready-idle`).
+    pub idle_puts: usize,
     pub kept_prev: usize,
     pub handoffs: usize,
     /// GRQ heads taken first for their wait (`--global-max-wait-ms`; not Go's).
@@ -103,8 +105,8 @@ impl std::fmt::Display for Report {
         )?;
         write!(
             f,
-            "differs from Go on purpose: {} kernel threads run directly, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves, {} re-checks of a young runnext, {} global queue heads run for their wait",
-            self.kthread_puts, self.kept_prev, self.handoffs, self.late_moves, self.recheck_kicks, self.aged
+            "differs from Go on purpose: {} kernel threads run directly, {} wakeups run directly on an idle CPU, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves, {} re-checks of a young runnext, {} global queue heads run for their wait",
+            self.kthread_puts, self.idle_puts, self.kept_prev, self.handoffs, self.late_moves, self.recheck_kicks, self.aged
         )
     }
 }
@@ -236,6 +238,7 @@ impl Checker {
                 format!("runqputslow with an LRQ of {} < cap {cap}", e.n),
             ),
             gmp_put_GMP_PUT_KTHREAD => self.report.kthread_puts += 1,
+            gmp_put_GMP_PUT_IDLE => self.report.idle_puts += 1,
             _ => {}
         }
         if e.sub == gmp_put_GMP_PUT_GRQ && e.why == gmp_why_GMP_WHY_RETAKE {

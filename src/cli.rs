@@ -89,6 +89,15 @@ pub struct PolicyOpts {
     #[arg(long, global = true)]
     pub go_wakep: bool,
 
+    /// BPF mode: a wakeup by a running task (not a sync one, not a new
+    /// thread) runs at once on an idle CPU it may use, its previous CPU
+    /// first, if one is idle. Not Go's rule: Go's ready() puts the task in
+    /// the waker's runnext and wakep() wakes an idle P, which steals it
+    /// when the waker runs on; on Linux that is an IPI, a dispatch and a
+    /// cross-CPU steal where one IPI would do. Off: Go's rule.
+    #[arg(long, global = true)]
+    pub ready_idle: bool,
+
     /// BPF mode: once the task at the head of the global queue has waited
     /// this long, in milliseconds, and longer than the head of a CPU's own
     /// LRQ, that CPU runs it first. Not Go's rule: Go serves the global

@@ -35,7 +35,8 @@ pub const END: &str = "# end";
 const KINDS: [&str; gmp_ev_GMP_NR_EV as usize] = [
     "put", "pick", "run", "sleep", "idle", "spin", "kick", "move",
 ];
-const PUTS: [&str; gmp_put_GMP_NR_PUT as usize] = ["runnext", "lrq", "grq", "overflow", "kthread"];
+const PUTS: [&str; gmp_put_GMP_NR_PUT as usize] =
+    ["runnext", "lrq", "grq", "overflow", "kthread", "idle"];
 const PICKS: [&str; gmp_pick_GMP_NR_PICK as usize] = [
     "tick",
     "runnext",

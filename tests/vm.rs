@@ -647,6 +647,7 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
         "stress",
         "preempt",
         "wakepdelay",
+        "readyidle",
     ] {
         let start = r
             .stdout
@@ -673,6 +674,8 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
     // --wakep-delay-us: the delayed wakep() found woken tasks still waiting
     // behind a waker that ran on, and woke a CPU for them.
     assert!(num(&r.stdout, "wakep_late") > 0, "{}", r.stdout);
+    // --ready-idle: woken workers ran on idle CPUs directly.
+    assert!(num(&r.stdout, "idle_puts") > 0, "{}", r.stdout);
     assert_eq!(kv(&r.stdout, "altered_exit"), Some("1"), "{}", r.stdout);
     assert!(
         r.stdout.contains("steal-half: a steal from an LRQ of"),

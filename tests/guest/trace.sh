@@ -32,6 +32,11 @@ echo "preempt_puts=$(grep -c ' why=preempt ' /tmp/preempt.trace)"
 GMP_ARGS="--wakep-delay-us 200" traced wakepdelay "$GMP_LOAD" request --workers $((4 * n)) \
 	--load 0.3 --secs 4
 echo "wakep_late=$(grep -o 'wakep-late=[0-9]*' /tmp/wakepdelay.log | tail -n 1 | cut -d= -f2)"
+# Wakeups on idle CPUs: the dispatcher wakes idle workers, which must run
+# on idle CPUs directly (put.idle), each one accounted for by the checker.
+GMP_ARGS="--ready-idle" traced readyidle "$GMP_LOAD" request --workers $((4 * n)) \
+	--load 0.3 --secs 3
+echo "idle_puts=$(awk '$2 == "put.idle"' /tmp/readyidle.trace | wc -l)"
 
 # One decision altered: the first steal claims to have wanted one task more.
 awk '!done && $2 == "pick.steal" {
