@@ -3,7 +3,7 @@
 # OUT/results.txt.
 out=$1 bin=$2 quick=$3 reps=$4 peer_bin=${5:-} only=${6:-} scheds=${7:-}
 res=$out/results.txt
-state=/sys/kernel/sched_ext/state
+. "$(dirname "${BASH_SOURCE[0]}")/sched.sh"
 cd /tmp || exit 1
 : >"$res" # vm/run may run this again on a new boot: start afresh
 n=$(nproc)
@@ -14,33 +14,6 @@ if [ -z "$scheds" ]; then
 	[ -n "$peer_bin" ] && scheds="$scheds bpfland rustland"
 fi
 if [ "$quick" = 1 ]; then t=2 hb=50 fan=200 rounds=1000 depth=7; else t=5 hb=200 fan=1000 rounds=5000 depth=10; fi
-
-start_sched() { # name -> SCHED_PID (empty for eevdf)
-	SCHED_PID=
-	case "$1" in
-	eevdf) return 0 ;;
-	gmp) "$bin/scx_gmp" >/tmp/sched.log 2>&1 & ;;
-	gmp-user) "$bin/scx_gmp" --mode user >/tmp/sched.log 2>&1 & ;;
-	bpfland) "$peer_bin/scx_bpfland" >/tmp/sched.log 2>&1 & ;;
-	rustland) "$peer_bin/scx_rustland" >/tmp/sched.log 2>&1 & ;;
-	gmp+* | gmp-user+*) # a variant: gmp+go-handoff+slice-us=5000 -> --go-handoff --slice-us=5000
-		local opts=() o
-		[ "${1%%+*}" = gmp-user ] && opts=(--mode user)
-		IFS=+ read -ra o <<<"${1#*+}"
-		for o in "${o[@]}"; do opts+=("--$o"); done
-		"$bin/scx_gmp" "${opts[@]}" >/tmp/sched.log 2>&1 & ;;
-	*) echo "bench: unknown scheduler $1" >&2; return 1 ;;
-	esac
-	SCHED_PID=$!
-	for _ in $(seq 300); do
-		[ "$(cat $state)" = enabled ] && return 0
-		kill -0 "$SCHED_PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	echo "bench: $1 did not start:" >&2
-	cat /tmp/sched.log >&2
-	return 1
-}
 
 # Stop the scheduler; a scheduler that died or was ejected during the round
 # makes the whole run fail, with its log: its numbers would be EEVDF's.

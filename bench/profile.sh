@@ -3,28 +3,19 @@
 # e.g. bash bench/profile.sh /tmp/p $PWD/target/release 2 eevdf,gmp \
 #        $PWD/target/release/examples/gmp-load forkjoin --depth 10 --leaf-us 2000
 # For each round and each scheduler in SCHEDS (eevdf, or gmp[+OPTION...] as
-# in bench/run: scx_gmp from BIN), runs CMD under `perf record -a -g`
+# in bench/run: scx_gmp from BIN; bench/sched.sh starts it), runs CMD under `perf record -a -g`
 # (cpu-clock, 499 Hz) and writes DIR/r<round>-<sched>.txt (the hottest
 # symbols) and DIR/g<round>-<sched>.txt (their callers), and appends CMD's
 # output to DIR/out.txt. Emulated timings compare only within one boot.
-out=$1 bin=$2 rounds=$3 scheds=${4//,/ }
+out=$1 bin=$2 rounds=$3 scheds=${4//,/ } peer_bin=
 shift 4
-state=/sys/kernel/sched_ext/state
+. "$(dirname "${BASH_SOURCE[0]}")/sched.sh"
 cd /tmp || exit 1
 sysctl -qw kernel.perf_event_paranoid=-1 kernel.kptr_restrict=0
 for round in $(seq "$rounds"); do
 	for s in $scheds; do
-		pid=
-		if [ "$s" != eevdf ]; then
-			opts=()
-			IFS=+ read -ra o <<<"${s#gmp}"
-			for x in "${o[@]}"; do [ -n "$x" ] && opts+=("--$x"); done
-			"$bin/scx_gmp" "${opts[@]}" >/tmp/sched.log 2>&1 &
-			pid=$!
-			for _ in $(seq 200); do [ "$(cat $state)" = enabled ] && break; sleep 0.1; done
-			[ "$(cat $state)" = enabled ] || { cat /tmp/sched.log; exit 1; }
-			sleep 2
-		fi
+		start_sched "$s" || exit 1
+		[ -z "$SCHED_PID" ] || sleep 2
 		perf record -q -a -g -e cpu-clock -F 499 -o /tmp/perf.data -- "$@" >/tmp/cmd.txt 2>&1
 		echo "round=$round sched=$s $(tr '\n' ' ' </tmp/cmd.txt)" | tee -a "$out/out.txt"
 		perf report -i /tmp/perf.data --no-children --sort sym --stdio -g none 2>/dev/null |
@@ -32,9 +23,9 @@ for round in $(seq "$rounds"); do
 		syms=$(awk '$2 == "[k]" || $2 == "[.]" {print $3}' "$out/r$round-$s.txt" | head -6 | paste -sd,)
 		perf report -i /tmp/perf.data --no-children --stdio -g caller,2,callee,function,percent \
 			--symbols="$syms" 2>/dev/null | grep -v '^#' | grep -v '^$' | head -200 >"$out/g$round-$s.txt"
-		if [ -n "$pid" ]; then
-			kill -INT "$pid"
-			wait "$pid" || { echo "scx_gmp exited $? in round $round:"; tail /tmp/sched.log; exit 1; }
+		if [ -n "$SCHED_PID" ]; then
+			kill -INT "$SCHED_PID"
+			wait "$SCHED_PID" || { echo "scx_gmp exited $? in round $round:"; tail /tmp/sched.log; exit 1; }
 		fi
 	done
 done

@@ -1,0 +1,32 @@
+# Sourced by bench/guest.sh and bench/profile.sh, in the guest.
+# start_sched NAME: start scheduler NAME (eevdf, gmp, gmp-user, bpfland,
+# rustland, or a variant gmp+OPTION[+OPTION...]) from $bin (the peers from
+# $peer_bin), with its log in /tmp/sched.log; wait until sched_ext is on.
+state=/sys/kernel/sched_ext/state
+
+start_sched() { # name -> SCHED_PID (empty for eevdf)
+	SCHED_PID=
+	case "$1" in
+	eevdf) return 0 ;;
+	gmp) "$bin/scx_gmp" >/tmp/sched.log 2>&1 & ;;
+	gmp-user) "$bin/scx_gmp" --mode user >/tmp/sched.log 2>&1 & ;;
+	bpfland) "$peer_bin/scx_bpfland" >/tmp/sched.log 2>&1 & ;;
+	rustland) "$peer_bin/scx_rustland" >/tmp/sched.log 2>&1 & ;;
+	gmp+* | gmp-user+*) # a variant: gmp+go-handoff+slice-us=5000 -> --go-handoff --slice-us=5000
+		local opts=() o
+		[ "${1%%+*}" = gmp-user ] && opts=(--mode user)
+		IFS=+ read -ra o <<<"${1#*+}"
+		for o in "${o[@]}"; do opts+=("--$o"); done
+		"$bin/scx_gmp" "${opts[@]}" >/tmp/sched.log 2>&1 & ;;
+	*) echo "bench: unknown scheduler $1" >&2; return 1 ;;
+	esac
+	SCHED_PID=$!
+	for _ in $(seq 300); do
+		[ "$(cat $state)" = enabled ] && return 0
+		kill -0 "$SCHED_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "bench: $1 did not start:" >&2
+	cat /tmp/sched.log >&2
+	return 1
+}
