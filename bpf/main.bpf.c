@@ -41,6 +41,8 @@ const volatile u64 wakeup_preempt_ns = (u64)GMP_WAKEUP_PREEMPT_US_DFL * GMP_NSEC
 const volatile u64 wakep_delay_ns = (u64)GMP_WAKEP_DELAY_US_DFL * GMP_NSEC_PER_USEC;
 /* A running task's wakeup runs at once on an idle CPU, if one is (--ready-idle). */
 const volatile bool ready_idle;
+/* A wakeup into another process runs at once on an idle CPU (off: --go-cross-process). */
+const volatile bool cross_process_idle;
 const volatile u32 nr_cpus = 1;				/* gomaxprocs */
 const volatile u32 nr_coprimes = 1;			/* randomOrder.coprimes */
 const volatile u32 coprimes[GMP_MAX_CPUS];
@@ -245,6 +247,24 @@ static void set_held(struct gmp_cpu *c, bool held)
 }
 
 /*
+ * An idle CPU @p may run on that no higher class holds, now claimed, or -1.
+ * A held CPU's idle bit is not cleared: it is taken only once it is idle
+ * and free (the check and the claim are two steps, so a CPU that becomes
+ * held between them is given up, with its idle bit cleared until it next
+ * idles). Any CPU.
+ */
+static s32 idle_unheld_cpu(const struct task_struct *p, s32 prev_cpu)
+{
+	s32 cpu;
+
+	if (prev_cpu >= 0 && may_run(p, prev_cpu) && !cpu_held(prev_cpu) &&
+	    scx_bpf_test_and_clear_cpu_idle(prev_cpu))
+		return prev_cpu;
+	cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+	return cpu >= 0 && !cpu_held(cpu) ? cpu : -1;
+}
+
+/*
  * @cpu, unless a higher class holds it and @p may run elsewhere: then a CPU
  * @p may run on that none holds, an idle one if there is one, else the
  * first from a random start (@cpu if every such CPU is held). Any CPU.
@@ -256,7 +276,7 @@ static s32 unheld_cpu(const struct task_struct *p, s32 cpu)
 
 	if (!cpu_held(cpu) || is_pinned(p))
 		return cpu;
-	idle = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+	idle = idle_unheld_cpu(p, -1);
 	if (idle >= 0)
 		return idle;
 	start = bpf_get_prandom_u32() % nr_cpus;
@@ -1146,26 +1166,36 @@ static bool debug_stalled(const struct task_struct *p)
 }
 
 /*
- * ready(), when an idle CPU is known (--ready-idle): a running task woke @p,
- * not as it goes to sleep (sync) and not as a new thread. Go would put @p
- * in the waker's runnext and wakep() an idle P to steal it, since the waker
- * runs on; here @p goes straight to an idle CPU it may run on (its previous
- * one first), with one IPI and no spin or steal. Returns that CPU, now
- * claimed, or -1. Not Go's rule (README: "Where Linux differs from Go").
- * Any CPU (the waker's).
+ * Does @cur's wakeup of @p cross address spaces: two user tasks of two
+ * processes? Go's runnext hands a goroutine to another of the same
+ * program; on Linux a hand-off between processes on one CPU switches the
+ * address space, which a CPU of each does not. Any CPU.
+ */
+static bool other_process(const struct task_struct *p, const struct task_struct *cur)
+{
+	return cur->mm && p->mm && cur->mm != p->mm;
+}
+
+/*
+ * ready(), when an idle CPU is known: a running task woke @p, not as a new
+ * thread, and either into another process (unless --go-cross-process) or
+ * not as it goes to sleep (not sync; --ready-idle). Go would put @p in the
+ * waker's runnext (a sync one straight in its local DSQ: handoff()) and
+ * wakep() an idle P to steal it if the waker runs on; here @p goes straight
+ * to an idle CPU it may run on (its previous one first), with one IPI and no
+ * spin or steal. Returns that CPU, now claimed, or -1. Not Go's rule
+ * (README: "Where Linux differs from Go"). Any CPU (the waker's).
  */
 static s32 idle_cpu_for(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
-	s32 cpu;
 
-	if (!ready_idle || (wake_flags & (SCX_WAKE_SYNC | SCX_WAKE_FORK)) || !cur->pid)
+	if ((wake_flags & SCX_WAKE_FORK) || !cur->pid)
 		return -1;
-	if (may_run(p, prev_cpu) && !cpu_held(prev_cpu) &&
-	    scx_bpf_test_and_clear_cpu_idle(prev_cpu))
-		return prev_cpu;
-	cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
-	return cpu >= 0 && !cpu_held(cpu) ? cpu : -1;
+	if (!(ready_idle && !(wake_flags & SCX_WAKE_SYNC)) &&
+	    !(cross_process_idle && other_process(p, cur)))
+		return -1;
+	return idle_unheld_cpu(p, prev_cpu);
 }
 
 s32 BPF_STRUCT_OPS(gmp_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)

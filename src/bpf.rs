@@ -130,6 +130,7 @@ impl<'a> Scheduler<'a> {
         rodata.go_handoff = policy.go_handoff;
         rodata.go_wakep = policy.go_wakep;
         rodata.ready_idle = policy.ready_idle;
+        rodata.cross_process_idle = !policy.go_cross_process;
         rodata.global_max_wait_ns = policy.global_max_wait_ms * 1_000_000;
         rodata.wakeup_preempt_ns = us_to_ns(policy.wakeup_preempt_us);
         rodata.wakep_delay_ns = us_to_ns(policy.wakep_delay_us);
@@ -148,6 +149,7 @@ impl<'a> Scheduler<'a> {
             (policy.go_handoff, ", Go's hand-off"),
             (policy.go_wakep, ", Go's wakep"),
             (policy.ready_idle, ", wakeups on idle CPUs"),
+            (policy.go_cross_process, ", Go's ready() across processes"),
         ];
         // The options that are not Go's and are set: ", what N us" each.
         let timed: String = [

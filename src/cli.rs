@@ -98,6 +98,16 @@ pub struct PolicyOpts {
     #[arg(long, global = true)]
     pub ready_idle: bool,
 
+    /// BPF mode: wake a task of another process as one of the waker's own,
+    /// by Go's ready(): into the waker's runnext (or, for a sync wakeup, its
+    /// local queue). By default a wakeup across processes (a pipe or socket
+    /// between two programs) runs at once on an idle CPU it may use, its
+    /// previous CPU first, when one is idle: Go's goroutines share one
+    /// address space, so its hand-off on one CPU is cheap, while between two
+    /// processes each such hand-off switches the address space.
+    #[arg(long, global = true)]
+    pub go_cross_process: bool,
+
     /// BPF mode: once the task at the head of the global queue has waited
     /// this long, in milliseconds, and longer than the head of a CPU's own
     /// LRQ, that CPU runs it first. Not Go's rule: Go serves the global

@@ -32,6 +32,7 @@ fn help_explains_every_knob() {
         "--ready-idle",
         "--go-wakep",
         "--go-ready",
+        "--go-cross-process",
         "--stats",
         "--monitor",
         "--help-stats",

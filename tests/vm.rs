@@ -648,6 +648,7 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
         "preempt",
         "wakepdelay",
         "readyidle",
+        "crossproc",
     ] {
         let start = r
             .stdout
@@ -676,6 +677,9 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
     assert!(num(&r.stdout, "wakep_late") > 0, "{}", r.stdout);
     // --ready-idle: woken workers ran on idle CPUs directly.
     assert!(num(&r.stdout, "idle_puts") > 0, "{}", r.stdout);
+    // By default each side of a pipe between two processes wakes the other
+    // on an idle CPU.
+    assert!(num(&r.stdout, "crossproc_idle_puts") > 0, "{}", r.stdout);
     assert_eq!(kv(&r.stdout, "altered_exit"), Some("1"), "{}", r.stdout);
     assert!(
         r.stdout.contains("steal-half: a steal from an LRQ of"),

@@ -46,3 +46,8 @@ awk '!done && $2 == "pick.steal" {
 "$SCX_GMP" check /tmp/altered.trace >/tmp/altered.check 2>&1
 echo "altered_exit=$?"
 grep -m 1 '^violation' /tmp/altered.check
+# A pipe between two processes, by default: each sync wakeup into the other
+# process runs on an idle CPU (put.idle) when one is, and is handed off on
+# the waker's CPU otherwise.
+traced crossproc perf bench sched pipe -l 5000
+echo "crossproc_idle_puts=$(awk '$2 == "put.idle"' /tmp/crossproc.trace | wc -l)"
