@@ -247,11 +247,11 @@ static void set_held(struct gmp_cpu *c, bool held)
 }
 
 /*
- * An idle CPU @p may run on that no higher class holds, now claimed, or -1.
- * A held CPU's idle bit is not cleared: it is taken only once it is idle
- * and free (the check and the claim are two steps, so a CPU that becomes
- * held between them is given up, with its idle bit cleared until it next
- * idles). Any CPU.
+ * An idle CPU @p may run on that no higher class holds, now claimed, or -1:
+ * @prev_cpu first (unless < 0), checked before it is claimed. Any other is
+ * claimed by the pick before it can be checked, so a held one is given up
+ * with its idle bit cleared until it next idles; harmless, since a higher
+ * class runs there. Any CPU.
  */
 static s32 idle_unheld_cpu(const struct task_struct *p, s32 prev_cpu)
 {
