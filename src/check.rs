@@ -266,7 +266,10 @@ impl Checker {
             _ => e.cpu,
         };
         self.dequeue(e.pid, e.ts);
-        let stealable = e.allowed != 1;
+        // A kernel thread's wakeup and one put on an idle CPU go to that
+        // CPU's local queue, which no other CPU can steal from.
+        let local = matches!(e.sub, gmp_put_GMP_PUT_KTHREAD | gmp_put_GMP_PUT_IDLE);
+        let stealable = e.allowed != 1 && !local;
         if stealable {
             self.slot_add(cpu, 1);
         }
@@ -921,6 +924,20 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.worst_idle_beside_work_ns, 0);
+        // Nor is a wakeup put straight in CPU 0's local queue (an idle
+        // CPU's, or a kernel thread's).
+        for put in ["put.idle", "put.kthread"] {
+            let r = check(
+                trace_of(&[
+                    &format!("1000 {put} why=wake cpu=0 pid=7 n=0"),
+                    "2000 idle.0 cpu=1 n=1",
+                    "900000000 run.0 cpu=1 pid=8",
+                ])
+                .as_bytes(),
+            )
+            .unwrap();
+            assert_eq!(r.worst_idle_beside_work_ns, 0, "{put}");
+        }
         // Work that nobody takes keeps it going, up to a violation.
         let v = rules(&[
             "1000 put.lrq why=wake cpu=0 pid=7 n=1",
