@@ -122,11 +122,14 @@ volatile u64 nr_running, nr_online_cpus;
 /*
  * scx_gmp: CPU hotplug. @cpu_offline[cpu] is 1 while @cpu is offline (set
  * at init from the kernel's online mask, then by cpu_online/cpu_offline),
- * and @nr_hotplug counts the changes: the agent reads both to resize its
- * model. @cpu_left[cpu] is 1 while a CPU that went offline after the load
- * is still offline (its DSQ may hold tasks), and @nr_left counts those.
+ * @nr_hotplug counts the changes, and @cpu_hotplugs[cpu] each CPU's: the
+ * agent reads them to resize its model (an odd count since its last look
+ * is a change of state, an even one a CPU that went and came back).
+ * @cpu_left[cpu] is 1 while a CPU that went offline after the load is
+ * still offline (its DSQ may hold tasks), and @nr_left counts those.
  */
 u8 cpu_offline[MAX_CPUS], cpu_left[MAX_CPUS];
+volatile u32 cpu_hotplugs[MAX_CPUS];
 volatile u64 nr_hotplug, nr_left;
 
 /*
@@ -1587,6 +1590,7 @@ static void set_offline(s32 cpu, bool offline)
 	if (i >= MAX_CPUS || cpu_offline[i] == offline)
 		return;
 	cpu_offline[i] = offline;
+	__sync_fetch_and_add(&cpu_hotplugs[i], 1);
 	__sync_fetch_and_add(&nr_hotplug, 1);
 	if (offline) {
 		cpu_left[i] = 1;

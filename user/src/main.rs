@@ -131,12 +131,28 @@ fn blocked(bpf: &BpfScheduler, task: &QueuedTask) -> bool {
 
 /// The BPF layer's count of CPU hotplug events (user/bpf).
 fn hotplug_count(bpf: &BpfScheduler) -> u64 {
-    bpf.skel
-        .maps
-        .bss_data
-        .as_ref()
-        .expect("BPF .bss")
-        .nr_hotplug
+    let bss = bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
+    // SAFETY: as in `cpu_hotplugs`.
+    unsafe { std::ptr::read_volatile(&bss.nr_hotplug) }
+}
+
+/// The BPF layer's count of hotplug events of each of the first `nr_cpus`
+/// CPUs (user/bpf).
+fn cpu_hotplugs(bpf: &BpfScheduler, nr_cpus: usize) -> Vec<u32> {
+    let bss = bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
+    // SAFETY: a valid, aligned u32 in the BPF map's memory, which the BPF
+    // layer changes under us: read it as such, once.
+    (0..nr_cpus)
+        .map(|c| unsafe { std::ptr::read_volatile(&bss.cpu_hotplugs[c]) })
+        .collect()
+}
+
+/// The states a CPU that was offline (`off`) passes through in `n` hotplug
+/// events, in order: all of them, or, for many, the last two or three (a
+/// CPU that went and came back twice needs its queues moved once).
+fn hotplug_steps(off: bool, n: u32) -> impl Iterator<Item = bool> {
+    let steps = if n > 3 { 2 + n % 2 } else { n };
+    (1..=steps).map(move |k| off ^ (k % 2 == 1))
 }
 
 /// Which of the first `nr_cpus` CPUs the BPF layer has offline (user/bpf).
@@ -214,10 +230,11 @@ struct Agent<'a> {
     stats_skipped: u64,
     epoch: Instant,
     per_cpu: Vec<u64>,
-    /// Per CPU: offline, as the model knows it; and the BPF layer's count
-    /// of CPU hotplug events, last seen (see `resize`).
+    /// Per CPU: offline, as the model knows it; the BPF layer's count of
+    /// CPU hotplug events, and of each CPU's, last seen (see `resize`).
     offline: Vec<bool>,
     hotplugs: u64,
+    cpu_hotplugs: Vec<u32>,
     /// CPUs that went offline or came online.
     procresize: u64,
 }
@@ -252,7 +269,11 @@ impl<'a> Agent<'a> {
         // which are when it was loaded (this agent must not read sysfs now:
         // see `resize`).
         let mut sched = Sched::new(params);
-        let (hotplugs, offline) = (hotplug_count(&bpf), offline_cpus(&bpf, nr_cpus));
+        let (hotplugs, cpu_hotplugs, offline) = (
+            hotplug_count(&bpf),
+            cpu_hotplugs(&bpf, nr_cpus),
+            offline_cpus(&bpf, nr_cpus),
+        );
         for c in (0..nr_cpus).filter(|&c| offline[c]) {
             sched.set_offline(c);
         }
@@ -277,6 +298,7 @@ impl<'a> Agent<'a> {
             per_cpu: vec![0; nr_cpus],
             offline,
             hotplugs,
+            cpu_hotplugs,
             procresize: 0,
         })
     }
@@ -392,28 +414,29 @@ impl<'a> Agent<'a> {
     /// read from sysfs: a hotplug holds its CPU's device lock until it ends,
     /// and it may wait for a task that only this agent can run.
     fn resize(&mut self) {
-        // The count first: a hotplug between the two reads is seen again on
-        // the next pass.
         let hotplugs = hotplug_count(&self.bpf);
         if hotplugs == self.hotplugs {
             return;
         }
         self.hotplugs = hotplugs;
-        for (c, off) in offline_cpus(&self.bpf, self.nr_cpus)
+        // Each CPU's own count, not its offline flag: a CPU may go and come
+        // back between two passes, and the flag alone would not say so.
+        for (c, seen) in cpu_hotplugs(&self.bpf, self.nr_cpus)
             .into_iter()
             .enumerate()
         {
-            if off == self.offline[c] {
-                continue;
-            }
-            self.offline[c] = off;
-            self.procresize += 1;
-            if off {
-                self.sched.procresize(c);
-                self.sched.set_offline(c);
-                self.inflight[c].clear();
-            } else {
-                self.sched.set_online(c);
+            let n = seen.wrapping_sub(self.cpu_hotplugs[c]);
+            self.cpu_hotplugs[c] = seen;
+            for off in hotplug_steps(self.offline[c], n) {
+                self.offline[c] = off;
+                self.procresize += 1;
+                if off {
+                    self.sched.procresize(c);
+                    self.sched.set_offline(c);
+                    self.inflight[c].clear();
+                } else {
+                    self.sched.set_online(c);
+                }
             }
         }
     }
@@ -752,5 +775,28 @@ fn main() -> ExitCode {
             ExitCode::from(RESTART_EXIT as u8)
         }
         result => exit_code(result.map(|_| ())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hotplug_steps;
+
+    fn steps(off: bool, n: u32) -> Vec<bool> {
+        hotplug_steps(off, n).collect()
+    }
+
+    #[test]
+    fn hotplug_steps_follow_each_change_between_two_passes() {
+        assert_eq!(steps(false, 0), Vec::<bool>::new());
+        assert_eq!(steps(false, 1), [true]);
+        assert_eq!(steps(true, 1), [false]);
+        // Offline and back between two passes: its queues move once.
+        assert_eq!(steps(false, 2), [true, false]);
+        assert_eq!(steps(true, 2), [false, true]);
+        assert_eq!(steps(false, 3), [true, false, true]);
+        // Many: the last two or three, ending in the right state.
+        assert_eq!(steps(false, 4), [true, false]);
+        assert_eq!(steps(false, 7), [true, false, true]);
     }
 }
