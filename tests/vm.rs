@@ -283,6 +283,9 @@ fn lifecycle(mode: &str) {
     assert!(out.contains("after_online=kept cpus=4"), "{out}");
     assert_eq!(kv(out, "cycles_state"), Some("enabled"), "{out}");
     assert_eq!(kv(out, "cycles_reloads"), Some("0"), "{out}");
+    // Each of the 22 hotplug events, as the kernel counts them, resized it.
+    assert_eq!(num(out, "hotplug_events"), 22, "{out}");
+    assert_eq!(stats(out).procresize, 22, "{out}");
     // The systemd unit's command line loads it and SIGTERM unloads it.
     assert_eq!(kv(out, "unit_state"), Some("enabled"), "{out}");
     assert_eq!(kv(out, "unit_exit"), Some("0"), "{out}");

@@ -122,13 +122,15 @@ volatile u64 nr_running, nr_online_cpus;
 /*
  * scx_gmp: CPU hotplug. @cpu_offline[cpu] is 1 while @cpu is offline (set
  * at init from the kernel's online mask, then by cpu_online/cpu_offline),
- * @nr_hotplug counts the changes, and @cpu_hotplugs[cpu] each CPU's: the
- * agent reads them to resize its model (an odd count since its last look
- * is a change of state, an even one a CPU that went and came back).
+ * and @cpu_offline_at_load[cpu] is its value at init, never changed.
+ * @nr_hotplug counts the changes since init, and @cpu_hotplugs[cpu] each
+ * CPU's: the agent starts from the state at load and zero counts, whenever
+ * it starts, and follows each change (an odd count since its last look is
+ * a change of state, an even one a CPU that went and came back).
  * @cpu_left[cpu] is 1 while a CPU that went offline after the load is
  * still offline (its DSQ may hold tasks), and @nr_left counts those.
  */
-u8 cpu_offline[MAX_CPUS], cpu_left[MAX_CPUS];
+u8 cpu_offline[MAX_CPUS], cpu_offline_at_load[MAX_CPUS], cpu_left[MAX_CPUS];
 volatile u32 cpu_hotplugs[MAX_CPUS];
 volatile u64 nr_hotplug, nr_left;
 
@@ -148,6 +150,19 @@ volatile u64 nr_hotplug, nr_left;
 u8 cpu_held[MAX_CPUS], cpu_retaken[MAX_CPUS];
 u64 held_at[MAX_CPUS];
 volatile u64 nr_held, nr_syscall, nr_retake_cpus, nr_retake;
+
+/*
+ * scx_gmp: stuck CPUs. @dsq_takes[cpu] counts the tasks @cpu took from its
+ * own DSQ (owner only), and @dsq_takes_seen[cpu] is that count at the
+ * timer's last look. A CPU whose DSQ held tasks at two looks a second
+ * apart, and which took none of them between, is stuck: @cpu_stuck[cpu] is
+ * 1 and the other CPUs take what its DSQ holds, until it takes one again
+ * or its DSQ is empty. @nr_stuck counts the stuck CPUs, @nr_stuck_events
+ * each time one got stuck.
+ */
+u64 dsq_takes[MAX_CPUS], dsq_takes_seen[MAX_CPUS];
+u8 cpu_stuck[MAX_CPUS];
+volatile u64 nr_stuck, nr_stuck_events;
 
 /* Dispatch statistics */
 volatile u64 nr_user_dispatches, nr_kernel_dispatches,
@@ -478,12 +493,17 @@ static bool served(void)
 }
 
 /*
- * scx_gmp: wake an idle CPU that @p may use, if there is one.
+ * scx_gmp: wake an idle CPU that @p may use, if there is one. Not from a
+ * dying CPU, whose kick is dropped (kick_cpu()): its pick would clear an
+ * idle CPU's bit for nothing. Any CPU.
  */
 static void kick_idle_for(const struct task_struct *p)
 {
-	s32 cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+	s32 cpu;
 
+	if (this_cpu_dying())
+		return;
+	cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
 	if (cpu >= 0)
 		kick_cpu(cpu);
 }
@@ -658,9 +678,8 @@ static void kick_task_cpu(const struct task_struct *p, s32 cpu)
 		/*
 		 * Pick any other idle CPU that the task can use.
 		 */
-		cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
-		if (cpu < 0)
-			return;
+		kick_idle_for(p);
+		return;
 	}
 	kick_cpu(cpu);
 }
@@ -1190,7 +1209,8 @@ static bool consume_stranded(bool any)
 
 	bpf_for(cpu, 0, nr_cpu_ids) {
 		if (cpu >= MAX_CPUS ||
-		    (!any && !cpu_left[cpu] && !cpu_retaken[cpu]))
+		    (!any && !cpu_left[cpu] && !cpu_retaken[cpu] &&
+		     !cpu_stuck[cpu]))
 			continue;
 		if (scx_bpf_dsq_move_to_local(cpu_to_dsq(cpu), 0)) {
 			if (cpu_retaken[cpu])
@@ -1267,8 +1287,11 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 	 * The agent runs when a CPU has nothing queued, which is when it has
 	 * something to hand that CPU.
 	 */
-	if (scx_bpf_dsq_move_to_local(cpu_to_dsq(cpu), 0))
+	if (scx_bpf_dsq_move_to_local(cpu_to_dsq(cpu), 0)) {
+		if (cpu >= 0 && cpu < MAX_CPUS)
+			dsq_takes[cpu]++;
 		return;
+	}
 
 	/*
 	 * Consume a task from the shared DSQ.
@@ -1291,7 +1314,7 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 	 */
 	if (nr_held)
 		retake();
-	if ((nr_left || nr_held) && consume_stranded(false))
+	if ((nr_left || nr_held || nr_stuck) && consume_stranded(false))
 		return;
 
 	/*
@@ -1428,7 +1451,7 @@ static void kick_stranded(void)
 	u32 cpu;
 	s32 idle;
 
-	if (!nr_left)
+	if (!nr_left || this_cpu_dying())
 		return;
 	bpf_for(cpu, 0, nr_cpu_ids) {
 		if (cpu >= MAX_CPUS || !cpu_left[cpu] ||
@@ -1440,6 +1463,87 @@ static void kick_stranded(void)
 		if (idle >= 0)
 			kick_cpu(idle);
 	}
+}
+
+/*
+ * scx_gmp: whether a CPU that went offline still has tasks in its DSQ. Any
+ * CPU.
+ */
+static bool stranded_work(void)
+{
+	u32 cpu;
+
+	if (!nr_left && !nr_stuck)
+		return false;
+	bpf_for(cpu, 0, nr_cpu_ids) {
+		if (cpu < MAX_CPUS && (cpu_left[cpu] || cpu_stuck[cpu]) &&
+		    scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu)) > 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * scx_gmp: find the stuck CPUs (see @cpu_stuck), and the ones no longer
+ * stuck. Timer only.
+ */
+static void find_stuck(void)
+{
+	u32 cpu;
+
+	bpf_for(cpu, 0, nr_cpu_ids) {
+		u64 takes;
+		bool waiting;
+
+		if (cpu >= MAX_CPUS)
+			break;
+		takes = dsq_takes[cpu];
+		waiting = scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu)) > 0 &&
+			  takes == dsq_takes_seen[cpu] && !cpu_offline[cpu];
+		dsq_takes_seen[cpu] = takes;
+		if (waiting && !cpu_stuck[cpu]) {
+			cpu_stuck[cpu] = 1;
+			__sync_fetch_and_add(&nr_stuck, 1);
+			__sync_fetch_and_add(&nr_stuck_events, 1);
+		} else if (!waiting && cpu_stuck[cpu]) {
+			cpu_stuck[cpu] = 0;
+			__sync_fetch_and_sub(&nr_stuck, 1);
+		}
+	}
+}
+
+/*
+ * scx_gmp: the timer's backstop against an idle CPU beside queued work.
+ * Wake each online CPU that idles while its own DSQ holds tasks, and every
+ * idle online CPU while tasks wait where any CPU may take them (the shared
+ * DSQ, the agent's, a DSQ that hotplug stranded). Every other wakeup here
+ * claims an idle CPU's bit (scx_bpf_pick_idle_cpu()) and then kicks it; if
+ * that kick is lost, the CPU idles with its bit clear, no pick finds it
+ * again, and its DSQ waits for good: CPU hotplug under load stranded tasks
+ * in a CPU's DSQ for 21 s until RCU stalled (README, "Hotplug"). A kick
+ * with SCX_KICK_IDLE looks at what the CPU runs, not at its bit, and does
+ * nothing to a busy one. Timer only, once a second.
+ */
+static void kick_idle_beside_work(void)
+{
+	const struct cpumask *online;
+	bool any;
+	u32 cpu;
+
+	if (this_cpu_dying())
+		return;
+	any = scx_bpf_dsq_nr_queued(SHARED_DSQ) > 0 ||
+	      scx_bpf_dsq_nr_queued(SCHED_DSQ) > 0 || stranded_work();
+	online = scx_bpf_get_online_cpumask();
+	bpf_for(cpu, 0, nr_cpu_ids) {
+		if (cpu >= MAX_CPUS)
+			break;
+		if (!bpf_cpumask_test_cpu(cpu, online) || cpu_offline[cpu])
+			continue;
+		if (any || scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu)) > 0)
+			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	}
+	scx_bpf_put_cpumask(online);
 }
 
 /*
@@ -1470,6 +1574,8 @@ static int usersched_timer_fn(void *map, int *key, struct bpf_timer *timer)
 	}
 
 	kick_stranded();
+	find_stuck();
+	kick_idle_beside_work();
 
 	/* Re-arm the timer */
 	err = bpf_timer_start(timer, USERSCHED_TIMER_NS, 0);
@@ -1656,8 +1762,10 @@ static void init_offline(void)
 	u32 cpu;
 
 	bpf_for(cpu, 0, nr_cpu_ids) {
-		if (cpu < MAX_CPUS && !bpf_cpumask_test_cpu(cpu, online))
+		if (cpu < MAX_CPUS && !bpf_cpumask_test_cpu(cpu, online)) {
 			cpu_offline[cpu] = 1;
+			cpu_offline_at_load[cpu] = 1;
+		}
 	}
 	scx_bpf_put_cpumask(online);
 }
@@ -1697,6 +1805,32 @@ void BPF_STRUCT_OPS(rustland_exit, struct scx_exit_info *ei)
 }
 
 /*
+ * scx_gmp: this layer's part of sched_ext's dump when the scheduler exits
+ * on an error: hotplug, held CPUs, and each CPU's DSQ and idle bit.
+ */
+void BPF_STRUCT_OPS(rustland_dump, struct scx_dump_ctx *dctx)
+{
+	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
+	u32 cpu;
+
+	scx_bpf_dump("gmp: hotplug=%llu left=%llu held=%llu stuck=%llu/%llu shared_dsq=%d agent_dsq=%d\n",
+		     nr_hotplug, nr_left, nr_held, nr_stuck, nr_stuck_events,
+		     scx_bpf_dsq_nr_queued(SHARED_DSQ),
+		     scx_bpf_dsq_nr_queued(SCHED_DSQ));
+	bpf_for(cpu, 0, nr_cpu_ids) {
+		if (cpu >= MAX_CPUS)
+			break;
+		scx_bpf_dump("gmp: cpu%u off=%d left=%d held=%d stuck=%d dsq=%d takes=%llu idle=%d\n",
+			     cpu, cpu_offline[cpu], cpu_left[cpu], cpu_held[cpu],
+			     cpu_stuck[cpu],
+			     scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu)),
+			     dsq_takes[cpu],
+			     bpf_cpumask_test_cpu(cpu, idle));
+	}
+	scx_bpf_put_idle_cpumask(idle);
+}
+
+/*
  * Scheduling class declaration.
  */
 SCX_OPS_DEFINE(rustland,
@@ -1714,6 +1848,7 @@ SCX_OPS_DEFINE(rustland,
 	       .cpu_offline		= (void *)rustland_cpu_offline,
 	       .init			= (void *)rustland_init,
 	       .exit			= (void *)rustland_exit,
+	       .dump			= (void *)rustland_dump,
 	       .timeout_ms		= 5000,
 	       .dispatch_max_batch	= MAX_DISPATCH_SLOT,
 	       .name			= "rustland");

@@ -155,10 +155,13 @@ fn hotplug_steps(off: bool, n: u32) -> impl Iterator<Item = bool> {
     (1..=steps).map(move |k| off ^ (k % 2 == 1))
 }
 
-/// Which of the first `nr_cpus` CPUs the BPF layer has offline (user/bpf).
-fn offline_cpus(bpf: &BpfScheduler, nr_cpus: usize) -> Vec<bool> {
+/// Which of the first `nr_cpus` CPUs were offline when the BPF layer was
+/// loaded (user/bpf): the state its hotplug counts start from.
+fn offline_at_load(bpf: &BpfScheduler, nr_cpus: usize) -> Vec<bool> {
     let bss = bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
-    (0..nr_cpus).map(|c| bss.cpu_offline[c] != 0).collect()
+    (0..nr_cpus)
+        .map(|c| bss.cpu_offline_at_load[c] != 0)
+        .collect()
 }
 
 /// Whether thread `tid` still exists. A signal 0 reads no /proc file and
@@ -267,13 +270,10 @@ impl<'a> Agent<'a> {
         );
         // Ps for CPU ids that are offline never run. The BPF layer found
         // which are when it was loaded (this agent must not read sysfs now:
-        // see `resize`).
+        // see `resize`); its hotplug counts start there, and the first
+        // `resize` applies any change since, even one made before this line.
         let mut sched = Sched::new(params);
-        let (hotplugs, cpu_hotplugs, offline) = (
-            hotplug_count(&bpf),
-            cpu_hotplugs(&bpf, nr_cpus),
-            offline_cpus(&bpf, nr_cpus),
-        );
+        let offline = offline_at_load(&bpf, nr_cpus);
         for c in (0..nr_cpus).filter(|&c| offline[c]) {
             sched.set_offline(c);
         }
@@ -297,8 +297,8 @@ impl<'a> Agent<'a> {
             epoch: Instant::now(),
             per_cpu: vec![0; nr_cpus],
             offline,
-            hotplugs,
-            cpu_hotplugs,
+            hotplugs: 0,
+            cpu_hotplugs: vec![0; nr_cpus],
             procresize: 0,
         })
     }
@@ -696,6 +696,14 @@ impl<'a> Agent<'a> {
             c
         );
         log::debug!("dispatches per CPU {:?}", self.per_cpu);
+        let bss = self.bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
+        log::info!(
+            "CPU hotplug events: {} seen by the BPF layer, {} applied; stuck CPUs: {}",
+            hotplug_count(&self.bpf),
+            self.procresize,
+            // SAFETY: as in `cpu_hotplugs`.
+            unsafe { std::ptr::read_volatile(&bss.nr_stuck_events) }
+        );
         let exit = self.bpf.shutdown_and_report();
         if let Err(e) = &exit {
             self.explain_stall(&format!("{e}"));
