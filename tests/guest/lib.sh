@@ -55,6 +55,9 @@ stop_gmp() {
 	# A failed run: the agent's own account of why (its log, without the
 	# stats lines).
 	[ "$rc" = 0 ] || agent_log "$log" 30 | sed 's/^/gmp_log: /'
+	# And user mode's own part of the kernel's dump (user/bpf, `dump`):
+	# each CPU's DSQ, idle bit and hotplug state, cut off above.
+	[ "$rc" = 0 ] || grep '^gmp: ' "$log" | sed 's/^/gmp_log: /'
 	wait_state disabled 30
 	grep -A1 '^SCHED ' "$log" | tail -n 2
 	grep -E 'dispatches deferred|stalled task' "$log" || true
