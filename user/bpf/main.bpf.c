@@ -1466,8 +1466,9 @@ static void kick_stranded(void)
 }
 
 /*
- * scx_gmp: whether a CPU that went offline still has tasks in its DSQ. Any
- * CPU.
+ * scx_gmp: whether a CPU that went offline, or one that is stuck (see
+ * @cpu_stuck), still has tasks in its DSQ: tasks any CPU may take
+ * (consume_stranded()). Any CPU.
  */
 static bool stranded_work(void)
 {
