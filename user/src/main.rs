@@ -427,9 +427,11 @@ impl<'a> Agent<'a> {
         {
             let n = seen.wrapping_sub(self.cpu_hotplugs[c]);
             self.cpu_hotplugs[c] = seen;
+            // Every event counts, as the kernel counts them (its
+            // hotplug_seq), even those whose steps are folded below.
+            self.procresize += u64::from(n);
             for off in hotplug_steps(self.offline[c], n) {
                 self.offline[c] = off;
-                self.procresize += 1;
                 if off {
                     self.sched.procresize(c);
                     self.sched.set_offline(c);
