@@ -60,7 +60,7 @@ stop_gmp() {
 	[ "$rc" = 0 ] || grep '^gmp: ' "$log" | sed 's/^/gmp_log: /'
 	wait_state disabled 30
 	grep -A1 '^SCHED ' "$log" | tail -n 2
-	grep -E 'dispatches deferred|stalled task' "$log" || true
+	grep -E 'dispatches deferred|stalled task|CPU hotplug events' "$log" || true
 }
 
 # agent_log LOG N: the last N lines of the agent's log, without its stats

@@ -164,6 +164,12 @@ u64 dsq_takes[MAX_CPUS], dsq_takes_seen[MAX_CPUS];
 u8 cpu_stuck[MAX_CPUS];
 volatile u64 nr_stuck, nr_stuck_events;
 
+/*
+ * scx_gmp: tasks a CPU moved out of its own DSQ because the kernel would
+ * not give it them (release_own_dsq()).
+ */
+volatile u64 nr_released;
+
 /* Dispatch statistics */
 volatile u64 nr_user_dispatches, nr_kernel_dispatches,
 	     nr_cancel_dispatches, nr_bounce_dispatches;
@@ -1264,6 +1270,42 @@ static bool rescue_custody(s32 cpu)
 	return pick != NULL;
 }
 
+/*
+ * scx_gmp: this CPU's own DSQ holds tasks, but the kernel gave it none of
+ * them. That happens while the CPU is on its way offline: the kernel marks
+ * it inactive, waits for an RCU grace period, and only then calls
+ * cpu_offline(). Meanwhile it still dispatches, the agent still sends it
+ * tasks, and the kernel refuses to move a task from another CPU onto an
+ * inactive one. Nobody else reads this DSQ, so a task preempted in an RCU
+ * read-side section could wait there for the very grace period the
+ * hotplug waits for, and RCU stalled (issue 12's "rcu_preempt kthread
+ * starved ... ->cpu=1"; the kernel counted each refusal as
+ * SCX_EV_DISPATCH_LOCAL_DSQ_OFFLINE). So move them one by one: the kernel
+ * runs a task here if it may, and puts it on its global DSQ, which every
+ * CPU serves first, if this CPU is not active (and an idle CPU is woken
+ * to take it). A task that may not run here stays for another CPU.
+ * Whether one now runs here. Owner only.
+ */
+static bool release_own_dsq(s32 cpu)
+{
+	struct task_struct *p;
+	s32 local = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL);
+
+	bpf_for_each(scx_dsq, p, cpu_to_dsq(cpu), 0) {
+		if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr) ||
+		    p->migration_disabled)
+			continue;
+		if (!scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
+			continue;
+		__sync_fetch_and_add(&nr_released, 1);
+		if (scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) > local)
+			return true;
+		/* On the global DSQ: wake a CPU to take it. */
+		kick_idle_for(p);
+	}
+	return false;
+}
+
 void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 {
 	/*
@@ -1292,6 +1334,8 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 			dsq_takes[cpu]++;
 		return;
 	}
+	if (scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu)) > 0 && release_own_dsq(cpu))
+		return;
 
 	/*
 	 * Consume a task from the shared DSQ.
@@ -1814,8 +1858,9 @@ void BPF_STRUCT_OPS(rustland_dump, struct scx_dump_ctx *dctx)
 	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
 	u32 cpu;
 
-	scx_bpf_dump("gmp: hotplug=%llu left=%llu held=%llu stuck=%llu/%llu shared_dsq=%d agent_dsq=%d\n",
+	scx_bpf_dump("gmp: hotplug=%llu left=%llu held=%llu stuck=%llu/%llu released=%llu shared_dsq=%d agent_dsq=%d\n",
 		     nr_hotplug, nr_left, nr_held, nr_stuck, nr_stuck_events,
+		     nr_released,
 		     scx_bpf_dsq_nr_queued(SHARED_DSQ),
 		     scx_bpf_dsq_nr_queued(SCHED_DSQ));
 	bpf_for(cpu, 0, nr_cpu_ids) {

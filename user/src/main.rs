@@ -700,11 +700,14 @@ impl<'a> Agent<'a> {
         log::debug!("dispatches per CPU {:?}", self.per_cpu);
         let bss = self.bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
         log::info!(
-            "CPU hotplug events: {} seen by the BPF layer, {} applied; stuck CPUs: {}",
+            "CPU hotplug events: {} seen by the BPF layer, {} applied; stuck CPUs: {}; \
+             tasks released by an inactive CPU: {}",
             hotplug_count(&self.bpf),
             self.procresize,
             // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_stuck_events) }
+            unsafe { std::ptr::read_volatile(&bss.nr_stuck_events) },
+            // SAFETY: as in `cpu_hotplugs`.
+            unsafe { std::ptr::read_volatile(&bss.nr_released) }
         );
         let exit = self.bpf.shutdown_and_report();
         if let Err(e) = &exit {
