@@ -165,8 +165,9 @@ u8 cpu_stuck[MAX_CPUS];
 volatile u64 nr_stuck, nr_stuck_events;
 
 /*
- * scx_gmp: tasks a CPU moved out of its own DSQ because the kernel would
- * not give it them (release_own_dsq()).
+ * scx_gmp: tasks a CPU moved out of its own DSQ after the kernel gave it
+ * none of them (release_own_dsq()): to the kernel's global DSQ when the
+ * CPU is inactive, or to its own local DSQ when a pull merely lost a race.
  */
 volatile u64 nr_released;
 

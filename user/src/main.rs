@@ -701,7 +701,7 @@ impl<'a> Agent<'a> {
         let bss = self.bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
         log::info!(
             "CPU hotplug events: {} seen by the BPF layer, {} applied; stuck CPUs: {}; \
-             tasks released by an inactive CPU: {}",
+             tasks a CPU moved out of its own DSQ: {}",
             hotplug_count(&self.bpf),
             self.procresize,
             // SAFETY: as in `cpu_hotplugs`.
