@@ -1,7 +1,7 @@
-# Guest side of bench/run: OUT BIN QUICK REPS [PEER_BIN [ONLY]]
+# Guest side of bench/run: OUT BIN QUICK REPS [PEER_BIN [ONLY [SCHEDS [BASE_BIN]]]]
 # Appends "<round> <scheduler> <workload> <metric> <value>" lines to
 # OUT/results.txt.
-out=$1 bin=$2 quick=$3 reps=$4 peer_bin=${5:-} only=${6:-} scheds=${7:-}
+out=$1 bin=$2 quick=$3 reps=$4 peer_bin=${5:-} only=${6:-} scheds=${7:-} base_bin=${8:-}
 res=$out/results.txt
 . "$(dirname "${BASH_SOURCE[0]}")/sched.sh"
 cd /tmp || exit 1

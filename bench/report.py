@@ -16,6 +16,8 @@ NAMES = {
     "gmp-user": "scx_gmp --mode user",
     "bpfland": "scx_bpfland",
     "rustland": "scx_rustland",
+    "base": "scx_gmp (--base-dir)",
+    "base-user": "scx_gmp --mode user (--base-dir)",
 }
 
 

@@ -1,7 +1,7 @@
 # Sourced by bench/guest.sh and bench/profile.sh, in the guest.
 # start_sched NAME: start scheduler NAME (eevdf, gmp, gmp-user, bpfland,
 # rustland, or a variant gmp+OPTION[+OPTION...]) from $bin (the peers from
-# $peer_bin), with its log in /tmp/sched.log; wait until sched_ext is on.
+# $peer_bin; base and base-user, another build, from $base_bin), with its log in /tmp/sched.log; wait until sched_ext is on.
 state=/sys/kernel/sched_ext/state
 
 start_sched() { # name -> SCHED_PID (empty for eevdf)
@@ -10,6 +10,8 @@ start_sched() { # name -> SCHED_PID (empty for eevdf)
 	eevdf) return 0 ;;
 	gmp) "$bin/scx_gmp" >/tmp/sched.log 2>&1 & ;;
 	gmp-user) "$bin/scx_gmp" --mode user >/tmp/sched.log 2>&1 & ;;
+	base) "$base_bin/scx_gmp" >/tmp/sched.log 2>&1 & ;;
+	base-user) "$base_bin/scx_gmp" --mode user >/tmp/sched.log 2>&1 & ;;
 	bpfland) "$peer_bin/scx_bpfland" >/tmp/sched.log 2>&1 & ;;
 	rustland) "$peer_bin/scx_rustland" >/tmp/sched.log 2>&1 & ;;
 	gmp+* | gmp-user+*) # a variant: gmp+go-handoff+slice-us=5000 -> --go-handoff --slice-us=5000
