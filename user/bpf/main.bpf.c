@@ -171,6 +171,12 @@ volatile u64 nr_stuck, nr_stuck_events;
  */
 volatile u64 nr_released;
 
+/*
+ * scx_gmp: times a CPU ran the agent ahead of its own DSQ, for tasks woken
+ * since the agent last ran (rustland_dispatch()).
+ */
+volatile u64 nr_agent_first;
+
 /* Dispatch statistics */
 volatile u64 nr_user_dispatches, nr_kernel_dispatches,
 	     nr_cancel_dispatches, nr_bounce_dispatches;
@@ -794,6 +800,26 @@ static bool can_direct_dispatch(s32 cpu)
 	       !scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu));
 }
 
+/*
+ * scx_gmp: ready (proc.go ready(), its placement): the CPU a woken task is
+ * queued on when it does not run at once on an idle CPU. Go puts it in the
+ * waker's runnext, and the agent's model readies a task on the CPU it is
+ * queued on, so that is the waker's (this) CPU, if @p may run there. On its
+ * own last CPU, busy with another task, it waited up to a slice behind that
+ * task (README, "Beside a SCHED_IDLE batch job"). Kernel threads stay on
+ * theirs (enqueue() runs them there), and so does every task while a
+ * real-time task holds any CPU (fast_paths()). Any CPU (the waker's).
+ */
+static s32 ready_cpu(const struct task_struct *p, s32 prev_cpu)
+{
+	s32 this_cpu = bpf_get_smp_processor_id();
+
+	if (is_kthread(p) || !fast_paths() || is_offline(this_cpu) ||
+	    !bpf_cpumask_test_cpu(this_cpu, p->cpus_ptr))
+		return prev_cpu;
+	return this_cpu;
+}
+
 s32 BPF_STRUCT_OPS(rustland_select_cpu, struct task_struct *p, s32 prev_cpu,
 		   u64 wake_flags)
 {
@@ -838,7 +864,7 @@ s32 BPF_STRUCT_OPS(rustland_select_cpu, struct task_struct *p, s32 prev_cpu,
 	 * scx_gmp: nor while a real-time task holds any CPU (fast_paths()).
 	 */
 	if (!builtin_idle || !fast_paths())
-		return prev_cpu;
+		return ready_cpu(p, prev_cpu);
 
 	/*
 	 * Pick the idle CPU closest to @prev_cpu usable by the task.
@@ -860,11 +886,7 @@ s32 BPF_STRUCT_OPS(rustland_select_cpu, struct task_struct *p, s32 prev_cpu,
 		return cpu;
 	}
 
-	/*
-	 * If we couldn't find an idle CPU, in case of a sync wakeup
-	 * prioritize the waker's CPU.
-	 */
-	return prev_cpu;
+	return ready_cpu(p, prev_cpu);
 }
 
 /*
@@ -1318,6 +1340,23 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 					 handle_dispatched_task, NULL, BPF_RB_NO_WAKEUP);
 	if (ret)
 		dbg_msg("User ringbuf drain error: %d", ret);
+
+	/*
+	 * scx_gmp: runnext first (proc.go runqget). A task woken since the
+	 * agent last ran, which the agent has not seen yet, may be this CPU's
+	 * runnext, and go ahead of the LRQ task committed to its DSQ (the
+	 * agent's LRQ_VTIME_LAG): so when its ring holds new tasks, the agent
+	 * runs before that DSQ. Without this, a task woken beside CPU hogs
+	 * waited a whole slice behind one for the agent (README, "Beside a
+	 * SCHED_IDLE batch job"). Never twice in a row, so that the agent's
+	 * backlog cannot starve this DSQ (see below).
+	 */
+	if (!(prev && is_usersched_task(prev)) &&
+	    bpf_ringbuf_query(&queued, BPF_RB_AVAIL_DATA) > 0 &&
+	    scx_bpf_dsq_move_to_local(SCHED_DSQ, 0)) {
+		__sync_fetch_and_add(&nr_agent_first, 1);
+		return;
+	}
 
 	/*
 	 * Consume a task from the per-CPU DSQ.

@@ -76,6 +76,11 @@ const PRUNE_BATCH: usize = 8;
 /// of the agent's time when it ran on every pass).
 const PRUNE_EVERY_NS: u64 = 20_000_000;
 
+/// With no task waiting, one prune batch at most this often (ns). On every
+/// pass, its 8 kill() calls were a fifth of the agent's time on a ping-pong
+/// beside CPU hogs, where each hand-off waits for a pass (perf, 2 vCPUs).
+const PRUNE_IDLE_EVERY_NS: u64 = 1_000_000;
+
 /// Tasks dispatched to one CPU and not yet accounted for, at most: the one
 /// it runs and the one it runs next. With one, a CPU idled from its task's
 /// end until the agent's next pass; with two it goes straight on, and the
@@ -84,6 +89,22 @@ const PRUNE_EVERY_NS: u64 = 20_000_000;
 /// second, committed to the CPU's kernel queue, can no longer be stolen
 /// (README, "Where Linux differs from Go").
 const MAX_INFLIGHT: usize = 2;
+
+/// Added to the vtime of a task from a P's local run queue, not its runnext:
+/// a CPU's kernel queue is ordered by vtime, so a runnext task dispatched
+/// later still runs before the LRQ task committed there ahead of it, as
+/// proc.go runqget takes runnext first. (Two decisions more than 2^32 apart
+/// never wait in one queue together.)
+const LRQ_VTIME_LAG: u64 = 1 << 32;
+
+/// The vtime of the `seq`-th decision: a runnext task's (`ahead`) orders
+/// before every LRQ task's sent less than LRQ_VTIME_LAG decisions earlier.
+fn dispatch_vtime(seq: u64, ahead: bool) -> u64 {
+    match ahead {
+        true => seq,
+        false => seq + LRQ_VTIME_LAG,
+    }
+}
 
 /// A CPU's in-flight head is done: the task behind it starts its slice now
 /// (timed from its dispatch, it would be dropped at once after waiting a
@@ -115,17 +136,20 @@ fn run_times(bpf: &BpfScheduler, tid: i32) -> Option<(u64, u64)> {
     Some((u64_at(0)?, u64_at(8)?))
 }
 
-/// Whether `task`, dispatched from this enqueue, has run since and stopped
-/// without coming back to the agent: it blocked or exited. rustland does
-/// not report blocking, so this is how a CPU whose task went to sleep gets
-/// its next one at once. It reads the BPF layer's own record, never /proc:
-/// the agent must never sleep on a lock that a task it has not run yet may
-/// hold, and reading another task's /proc files can (see README, "Two
-/// modes").
-fn blocked(bpf: &BpfScheduler, task: &QueuedTask) -> bool {
+/// Whether `task`, dispatched from this enqueue, has started since, and
+/// whether it has also stopped without coming back to the agent: it blocked
+/// or exited. rustland does not report blocking, so this is how a CPU whose
+/// task went to sleep gets its next one at once. It reads the BPF layer's
+/// own record, never /proc: the agent must never sleep on a lock that a
+/// task it has not run yet may hold, and reading another task's /proc files
+/// can (see README, "Two modes").
+fn run_state(bpf: &BpfScheduler, task: &QueuedTask) -> (bool, bool) {
     match run_times(bpf, task.pid) {
-        Some((start, stop)) => start > task.start_ts && stop >= start,
-        None => true, // gone
+        Some((start, stop)) => {
+            let started = start > task.start_ts;
+            (started, started && stop >= start)
+        }
+        None => (true, true), // gone
     }
 }
 
@@ -387,10 +411,11 @@ impl<'a> Agent<'a> {
 
     /// Hand a decision to the BPF layer, behind any it could not take yet.
     /// Its vtime orders the CPU's queue: the rustland DSQs are priority
-    /// queues, so an increasing vtime keeps each one FIFO.
-    fn send(&mut self, mut d: DispatchedTask) {
+    /// queues, so an increasing vtime keeps each one FIFO, with a runnext
+    /// task (`ahead`) before the LRQ tasks (LRQ_VTIME_LAG).
+    fn send(&mut self, mut d: DispatchedTask, ahead: bool) {
         self.seq += 1;
-        d.vtime = self.seq;
+        d.vtime = dispatch_vtime(self.seq, ahead);
         self.unsent.push_back(d);
         self.flush_unsent();
     }
@@ -462,17 +487,20 @@ impl<'a> Agent<'a> {
         }
         let shared = now < self.shared_until;
         // The head holds the CPU, and the task behind it waits for it: one
-        // task-storage lookup per CPU.
-        for q in &mut self.inflight {
-            let Some(&(g, at)) = q.front() else { continue };
-            if now.saturating_sub(at) < self.slice_ns
-                && !blocked(&self.bpf, &self.slots[g as usize].task)
-            {
-                continue;
+        // task-storage lookup per CPU. A head that has not started yet is
+        // still behind whatever runs there now.
+        let mut head_started = vec![true; self.nr_cpus];
+        for (c, q) in self.inflight.iter_mut().enumerate() {
+            while let Some(&(g, at)) = q.front() {
+                let (started, stopped) = run_state(&self.bpf, &self.slots[g as usize].task);
+                if now.saturating_sub(at) < self.slice_ns && !stopped {
+                    head_started[c] = started;
+                    break;
+                }
+                finish_head(q, now);
             }
-            finish_head(q, now);
         }
-        for c in 0..self.nr_cpus {
+        for (c, &head_started) in head_started.iter().enumerate() {
             while !self.sched.ps[c].idle && self.inflight[c].len() < MAX_INFLIGHT {
                 let (run, _woke) = self.sched.schedule(c, now);
                 let Some(run) = run else { break };
@@ -483,8 +511,16 @@ impl<'a> Agent<'a> {
                 let mut d = DispatchedTask::new(&slot.task);
                 d.cpu = if shared { RL_CPU_ANY } else { c as i32 };
                 d.slice_ns = run.slice_ns;
-                self.send(d);
-                self.inflight[c].push_back((run.g, now));
+                // The shared DSQ keeps plain FIFO: there the oldest decision
+                // runs first (see above).
+                let ahead = run.inherit && !shared;
+                self.send(d, ahead);
+                // Ahead of a committed head that has not started, it runs
+                // first (see `send`), and so heads the CPU's queue here.
+                match ahead && self.inflight[c].len() == 1 && !head_started {
+                    true => self.inflight[c].push_front((run.g, now)),
+                    false => self.inflight[c].push_back((run.g, now)),
+                }
                 self.per_cpu[c] += 1;
             }
         }
@@ -496,13 +532,17 @@ impl<'a> Agent<'a> {
     /// each enqueue brings its name and CPUs). Each call looks at the next PRUNE_BATCH task ids,
     /// round-robin: one system call each, so that 10,000 parked threads do
     /// not cost 10,000 at once. Only tasks that are neither queued nor
-    /// dispatched are looked at. While tasks wait in the model, a batch at
-    /// most every PRUNE_EVERY_NS.
+    /// dispatched are looked at. A batch at most every PRUNE_EVERY_NS while
+    /// tasks wait in the model, else every PRUNE_IDLE_EVERY_NS.
     fn prune(&mut self, now: u64) {
-        if now < self.prune_next && self.sched.nr_queued() > 0 {
+        if now < self.prune_next {
             return;
         }
-        self.prune_next = now + PRUNE_EVERY_NS;
+        self.prune_next = now
+            + match self.sched.nr_queued() {
+                0 => PRUNE_IDLE_EVERY_NS,
+                _ => PRUNE_EVERY_NS,
+            };
         for _ in 0..PRUNE_BATCH.min(self.slots.len()) {
             self.prune_at = (self.prune_at + 1) % self.slots.len();
             let g = self.prune_at as G;
@@ -701,13 +741,15 @@ impl<'a> Agent<'a> {
         let bss = self.bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
         log::info!(
             "CPU hotplug events: {} seen by the BPF layer, {} applied; stuck CPUs: {}; \
-             tasks a CPU moved out of its own DSQ: {}",
+             tasks a CPU moved out of its own DSQ: {}; agent runs ahead of a CPU's DSQ: {}",
             hotplug_count(&self.bpf),
             self.procresize,
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_stuck_events) },
             // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_released) }
+            unsafe { std::ptr::read_volatile(&bss.nr_released) },
+            // SAFETY: as in `cpu_hotplugs`.
+            unsafe { std::ptr::read_volatile(&bss.nr_agent_first) }
         );
         let exit = self.bpf.shutdown_and_report();
         if let Err(e) = &exit {
@@ -793,7 +835,17 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::hotplug_steps;
+    use super::{dispatch_vtime, hotplug_steps};
+
+    #[test]
+    fn a_runnext_task_runs_before_an_lrq_task_committed_ahead_of_it() {
+        let lrq = dispatch_vtime(10, false);
+        let runnext = dispatch_vtime(11, true);
+        assert!(runnext < lrq, "runnext first (proc.go runqget)");
+        // Each kind stays FIFO.
+        assert!(dispatch_vtime(12, true) > runnext);
+        assert!(dispatch_vtime(12, false) > lrq);
+    }
 
     fn steps(off: bool, n: u32) -> Vec<bool> {
         hotplug_steps(off, n).collect()
