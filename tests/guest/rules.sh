@@ -16,5 +16,7 @@ phase() {
 phase fanout "$GMP_ARGS" "$GMP_LOAD" fanout --threads 1000 --busy-ms 20 --gate
 phase spin "$GMP_ARGS" "$GMP_LOAD" spin --threads $(($(nproc) * 2)) --secs 3
 phase pingpong "$GMP_ARGS" "$GMP_LOAD" pingpong --rounds 5000
-# A pipe ping-pong (sync wakeups) and a futex one with idle CPUs.
-phase wakeups "$FAST_ARGS" sh -c "perf bench sched pipe -l 5000 | grep usecs/op && $GMP_LOAD pingpong --rounds 2000"
+# A pipe ping-pong between two threads (sync wakeups within one process,
+# which hand off: across processes BPF mode prefers an idle CPU) and a
+# futex one with idle CPUs.
+phase wakeups "$FAST_ARGS" sh -c "perf bench sched pipe -T -l 5000 | grep usecs/op && $GMP_LOAD pingpong --rounds 2000"
