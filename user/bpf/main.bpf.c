@@ -177,6 +177,25 @@ volatile u64 nr_released;
  */
 volatile u64 nr_agent_first;
 
+/*
+ * scx_gmp: the runs on each CPU, for the agent to tell whether a task it
+ * dispatched has started, and has stopped since, without a system call on
+ * every pass (user/src: run_state()). @cur_pid[cpu] and @cur_start[cpu]:
+ * the task that runs there now (pid 0: none) and when it started.
+ * @run_ring[cpu]: the last RUN_RING runs that ended there (pid, start);
+ * @run_ends[cpu] counts them. Each written only by its CPU (owner only),
+ * the record before the count, which is an ordered atomic.
+ */
+#define RUN_RING 16
+struct run_rec {
+	u32 pid;
+	u64 start;
+};
+u32 cur_pid[MAX_CPUS];
+u64 cur_start[MAX_CPUS];
+struct run_rec run_ring[MAX_CPUS][RUN_RING];
+volatile u64 run_ends[MAX_CPUS];
+
 /* Dispatch statistics */
 volatile u64 nr_user_dispatches, nr_kernel_dispatches,
 	     nr_cancel_dispatches, nr_bounce_dispatches;
@@ -1459,6 +1478,32 @@ void BPF_STRUCT_OPS(rustland_runnable, struct task_struct *p, u64 enq_flags)
 	tctx->exec_runtime = 0;
 }
 
+/* scx_gmp: @p starts on @cpu at @start (cur_pid). Owner only. */
+static void run_started(const struct task_struct *p, s32 cpu, u64 start)
+{
+	u32 i = cpu;
+
+	if (i >= MAX_CPUS)
+		return;
+	cur_start[i] = start;
+	__sync_lock_test_and_set(&cur_pid[i], p->pid);
+}
+
+/* scx_gmp: @p's run on @cpu from @start ended (run_ring). Owner only. */
+static void run_ended(const struct task_struct *p, s32 cpu, u64 start)
+{
+	u32 i = cpu;
+	u64 n;
+
+	if (i >= MAX_CPUS)
+		return;
+	cur_pid[i] = 0;
+	n = run_ends[i];
+	run_ring[i][n & (RUN_RING - 1)].pid = p->pid;
+	run_ring[i][n & (RUN_RING - 1)].start = start;
+	__sync_fetch_and_add(&run_ends[i], 1);
+}
+
 /*
  * Task @p starts on its selected CPU (update CPU ownership map).
  */
@@ -1484,6 +1529,7 @@ void BPF_STRUCT_OPS(rustland_running, struct task_struct *p)
 	if (!tctx)
 		return;
 	tctx->start_ts = scx_bpf_now();
+	run_started(p, cpu, tctx->start_ts);
 }
 
 /*
@@ -1506,6 +1552,7 @@ void BPF_STRUCT_OPS(rustland_stopping, struct task_struct *p, bool runnable)
 	if (!tctx)
 		return;
 	tctx->stop_ts = now;
+	run_ended(p, cpu, tctx->start_ts);
 
 	/*
 	 * Update the partial execution time since last sleep.

@@ -143,13 +143,97 @@ fn run_times(bpf: &BpfScheduler, tid: i32) -> Option<(u64, u64)> {
 /// own record, never /proc: the agent must never sleep on a lock that a
 /// task it has not run yet may hold, and reading another task's /proc files
 /// can (see README, "Two modes").
-fn run_state(bpf: &BpfScheduler, task: &QueuedTask) -> (bool, bool) {
+///
+/// Mostly without a system call: from the BPF layer's record of each CPU's
+/// current run and its last RUN_RING ended runs (`runs`). Only when those
+/// may have lost the task's run (more than RUN_RING runs ended since it was
+/// dispatched, counting every CPU: `since`) is its own record read.
+fn run_state(bpf: &BpfScheduler, runs: &Runs, task: &QueuedTask, since: u64) -> (bool, bool) {
+    if let Some(state) = runs.state(task.pid, task.start_ts, since) {
+        return state;
+    }
     match run_times(bpf, task.pid) {
         Some((start, stop)) => {
             let started = start > task.start_ts;
             (started, started && stop >= start)
         }
         None => (true, true), // gone
+    }
+}
+
+/// A snapshot of the runs the BPF layer recorded (user/bpf: run_ring),
+/// taken once per pass.
+struct Runs {
+    /// Per CPU: the pid running now and when it started.
+    current: Vec<(u32, u64)>,
+    /// The last ended runs of every CPU: pid and start.
+    ended: Vec<(u32, u64)>,
+    /// Runs ended on every CPU so far, and the records kept per CPU.
+    total: u64,
+    ring: usize,
+}
+
+impl Runs {
+    fn read(bpf: &BpfScheduler, nr_cpus: usize) -> Self {
+        let bss = bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
+        let ring = bss.run_ring[0].len();
+        let mut runs = Runs {
+            current: Vec::with_capacity(nr_cpus),
+            ended: Vec::with_capacity(nr_cpus * ring),
+            total: 0,
+            ring,
+        };
+        // SAFETY: valid, aligned values in the BPF map's memory, which the
+        // BPF layer changes under us: each read as such, once. A record
+        // read while its CPU rewrites it can be torn; the worst that does
+        // is one wrong answer for one pass (see `run_state`).
+        for c in 0..nr_cpus {
+            let n = unsafe { std::ptr::read_volatile(&bss.run_ends[c]) };
+            runs.total += n;
+            let pid = unsafe { std::ptr::read_volatile(&bss.cur_pid[c]) };
+            let start = unsafe { std::ptr::read_volatile(&bss.cur_start[c]) };
+            runs.current.push((pid, start));
+            for r in bss.run_ring[c].iter().take(n.min(ring as u64) as usize) {
+                let pid = unsafe { std::ptr::read_volatile(&r.pid) };
+                let start = unsafe { std::ptr::read_volatile(&r.start) };
+                runs.ended.push((pid, start));
+            }
+        }
+        runs
+    }
+
+    /// The start of `pid`'s latest recorded ended run.
+    fn ended(&self, pid: i32) -> Option<u64> {
+        self.ended
+            .iter()
+            .filter(|&&(p, _)| p as i32 == pid)
+            .map(|&(_, start)| start)
+            .max()
+    }
+
+    /// When `pid` started, if it runs now.
+    fn current(&self, pid: i32) -> Option<u64> {
+        self.current
+            .iter()
+            .find(|&&(p, _)| p as i32 == pid && p != 0)
+            .map(|&(_, start)| start)
+    }
+
+    /// `run_state` of `pid`, last started at `start_ts` before it was
+    /// dispatched when `since` runs had ended; None if the records may have
+    /// lost its run.
+    fn state(&self, pid: i32, start_ts: u64, since: u64) -> Option<(bool, bool)> {
+        let after = |start: u64| start > start_ts;
+        if self.ended(pid).is_some_and(after) {
+            return Some((true, true));
+        }
+        if self.current(pid).is_some_and(after) {
+            return Some((true, false));
+        }
+        match self.total.saturating_sub(since) < self.ring as u64 {
+            true => Some((false, false)),
+            false => None,
+        }
     }
 }
 
@@ -225,6 +309,8 @@ struct Slot {
     enqueued_at: u64,
     dispatched_at: u64,
     dispatched_to: i32,
+    /// `Runs::total` when it was last dispatched.
+    dispatched_runs: u64,
 }
 
 struct Agent<'a> {
@@ -349,6 +435,7 @@ impl<'a> Agent<'a> {
                     enqueued_at: 0,
                     dispatched_at: 0,
                     dispatched_to: -1,
+                    dispatched_runs: 0,
                 };
                 match self.slots.get_mut(g as usize) {
                     Some(old) => *old = slot,
@@ -489,10 +576,13 @@ impl<'a> Agent<'a> {
         // The head holds the CPU, and the task behind it waits for it: one
         // task-storage lookup per CPU. A head that has not started yet is
         // still behind whatever runs there now.
+        let runs = Runs::read(&self.bpf, self.nr_cpus);
         let mut head_started = vec![true; self.nr_cpus];
         for (c, q) in self.inflight.iter_mut().enumerate() {
             while let Some(&(g, at)) = q.front() {
-                let (started, stopped) = run_state(&self.bpf, &self.slots[g as usize].task);
+                let slot = &self.slots[g as usize];
+                let (started, stopped) =
+                    run_state(&self.bpf, &runs, &slot.task, slot.dispatched_runs);
                 if now.saturating_sub(at) < self.slice_ns && !stopped {
                     head_started[c] = started;
                     break;
@@ -508,6 +598,7 @@ impl<'a> Agent<'a> {
                 slot.queued = false;
                 slot.dispatched_at = now;
                 slot.dispatched_to = c as i32;
+                slot.dispatched_runs = runs.total;
                 let mut d = DispatchedTask::new(&slot.task);
                 d.cpu = if shared { RL_CPU_ANY } else { c as i32 };
                 d.slice_ns = run.slice_ns;
@@ -835,7 +926,34 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::{dispatch_vtime, hotplug_steps};
+    use super::{dispatch_vtime, hotplug_steps, Runs};
+
+    #[test]
+    fn run_records_tell_started_and_stopped_or_say_they_cannot() {
+        // Task 7 was enqueued after a run that started at 100, and
+        // dispatched when 40 runs had ended.
+        let runs = |current: Vec<(u32, u64)>, ended: Vec<(u32, u64)>, total| Runs {
+            current,
+            ended,
+            total,
+            ring: 16,
+        };
+        // Its run from before the enqueue does not count.
+        let r = runs(vec![(0, 0), (3, 150)], vec![(7, 100), (3, 90)], 45);
+        assert_eq!(r.state(7, 100, 40), Some((false, false)));
+        // Running now, since 200.
+        let r = runs(vec![(7, 200), (3, 150)], vec![(7, 100)], 45);
+        assert_eq!(r.state(7, 100, 40), Some((true, false)));
+        // Ran from 200 and stopped (blocked or exited).
+        let r = runs(vec![(0, 0), (3, 150)], vec![(7, 100), (7, 200)], 45);
+        assert_eq!(r.state(7, 100, 40), Some((true, true)));
+        // Not found, but 16 runs ended since: its record may be gone.
+        let r = runs(vec![(0, 0), (0, 0)], vec![], 56);
+        assert_eq!(r.state(7, 100, 40), None);
+        // Pid 0 is no task.
+        let r = runs(vec![(0, 500)], vec![], 40);
+        assert_eq!(r.state(0, 100, 40), Some((false, false)));
+    }
 
     #[test]
     fn a_runnext_task_runs_before_an_lrq_task_committed_ahead_of_it() {
