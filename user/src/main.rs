@@ -573,9 +573,10 @@ impl<'a> Agent<'a> {
             self.shared_until = now + SHARED_AFTER_CONGESTION_NS;
         }
         let shared = now < self.shared_until;
-        // The head holds the CPU, and the task behind it waits for it: one
-        // task-storage lookup per CPU. A head that has not started yet is
-        // still behind whatever runs there now.
+        // The head holds the CPU, and the task behind it waits for it: the
+        // BPF layer's run records tell when the head started and stopped
+        // (`run_state`). A head that has not started yet is still behind
+        // whatever runs there now.
         let runs = Runs::read(&self.bpf, self.nr_cpus);
         let mut head_started = vec![true; self.nr_cpus];
         for (c, q) in self.inflight.iter_mut().enumerate() {
