@@ -162,7 +162,8 @@ fn run_state(bpf: &BpfScheduler, runs: &Runs, task: &QueuedTask, since: u64) -> 
 }
 
 /// A snapshot of the runs the BPF layer recorded (user/bpf: run_ring),
-/// taken once per pass.
+/// taken once per pass into the same buffers.
+#[derive(Default)]
 struct Runs {
     /// Per CPU: the pid running now and when it started.
     current: Vec<(u32, u64)>,
@@ -174,32 +175,29 @@ struct Runs {
 }
 
 impl Runs {
-    fn read(bpf: &BpfScheduler, nr_cpus: usize) -> Self {
+    fn read(&mut self, bpf: &BpfScheduler, nr_cpus: usize) {
         let bss = bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
         let ring = bss.run_ring[0].len();
-        let mut runs = Runs {
-            current: Vec::with_capacity(nr_cpus),
-            ended: Vec::with_capacity(nr_cpus * ring),
-            total: 0,
-            ring,
-        };
+        self.current.clear();
+        self.ended.clear();
+        self.total = 0;
+        self.ring = ring;
         // SAFETY: valid, aligned values in the BPF map's memory, which the
         // BPF layer changes under us: each read as such, once. A record
         // read while its CPU rewrites it can be torn; the worst that does
         // is one wrong answer for one pass (see `run_state`).
         for c in 0..nr_cpus {
             let n = unsafe { std::ptr::read_volatile(&bss.run_ends[c]) };
-            runs.total += n;
+            self.total += n;
             let pid = unsafe { std::ptr::read_volatile(&bss.cur_pid[c]) };
             let start = unsafe { std::ptr::read_volatile(&bss.cur_start[c]) };
-            runs.current.push((pid, start));
+            self.current.push((pid, start));
             for r in bss.run_ring[c].iter().take(n.min(ring as u64) as usize) {
                 let pid = unsafe { std::ptr::read_volatile(&r.pid) };
                 let start = unsafe { std::ptr::read_volatile(&r.start) };
-                runs.ended.push((pid, start));
+                self.ended.push((pid, start));
             }
         }
-        runs
     }
 
     /// The start of `pid`'s latest recorded ended run.
@@ -350,6 +348,8 @@ struct Agent<'a> {
     cpu_hotplugs: Vec<u32>,
     /// CPUs that went offline or came online.
     procresize: u64,
+    /// The BPF layer's run records, read on each pass (see `dispatch`).
+    runs: Runs,
 }
 
 impl<'a> Agent<'a> {
@@ -410,6 +410,7 @@ impl<'a> Agent<'a> {
             hotplugs: 0,
             cpu_hotplugs: vec![0; nr_cpus],
             procresize: 0,
+            runs: Runs::default(),
         })
     }
 
@@ -577,13 +578,13 @@ impl<'a> Agent<'a> {
         // BPF layer's run records tell when the head started and stopped
         // (`run_state`). A head that has not started yet is still behind
         // whatever runs there now.
-        let runs = Runs::read(&self.bpf, self.nr_cpus);
+        self.runs.read(&self.bpf, self.nr_cpus);
         let mut head_started = vec![true; self.nr_cpus];
         for (c, q) in self.inflight.iter_mut().enumerate() {
             while let Some(&(g, at)) = q.front() {
                 let slot = &self.slots[g as usize];
                 let (started, stopped) =
-                    run_state(&self.bpf, &runs, &slot.task, slot.dispatched_runs);
+                    run_state(&self.bpf, &self.runs, &slot.task, slot.dispatched_runs);
                 if now.saturating_sub(at) < self.slice_ns && !stopped {
                     head_started[c] = started;
                     break;
@@ -599,7 +600,7 @@ impl<'a> Agent<'a> {
                 slot.queued = false;
                 slot.dispatched_at = now;
                 slot.dispatched_to = c as i32;
-                slot.dispatched_runs = runs.total;
+                slot.dispatched_runs = self.runs.total;
                 let mut d = DispatchedTask::new(&slot.task);
                 d.cpu = if shared { RL_CPU_ANY } else { c as i32 };
                 d.slice_ns = run.slice_ns;
