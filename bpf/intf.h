@@ -34,6 +34,8 @@ enum gmp_defaults {
 	GMP_WAKEUP_PREEMPT_US_DFL = 0,
 	/* Not Go's: wakep() at once, as Go's ready() does (README). */
 	GMP_WAKEP_DELAY_US_DFL = 0,
+	/* Not Go's: the longest slice of a SCHED_IDLE task (README). */
+	GMP_IDLE_SLICE_US_DFL = 1000,
 };
 
 /*

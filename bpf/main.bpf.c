@@ -19,6 +19,7 @@
 #include <scx/common.bpf.h>
 #include "intf.h"
 #include "kick.bpf.h"
+#include "idle.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -39,6 +40,8 @@ const volatile bool go_wakep;
 const volatile u64 global_max_wait_ns = (u64)GMP_GLOBAL_MAX_WAIT_MS_DFL * 1000 * 1000;
 const volatile u64 wakeup_preempt_ns = (u64)GMP_WAKEUP_PREEMPT_US_DFL * GMP_NSEC_PER_USEC;
 const volatile u64 wakep_delay_ns = (u64)GMP_WAKEP_DELAY_US_DFL * GMP_NSEC_PER_USEC;
+/* A SCHED_IDLE task's longest slice (--idle-slice-us); 0: slice_ns, Go's rule. */
+const volatile u64 idle_slice_ns = (u64)GMP_IDLE_SLICE_US_DFL * GMP_NSEC_PER_USEC;
 /* A running task's wakeup runs at once on an idle CPU, if one is (--ready-idle). */
 const volatile bool ready_idle;
 /* A wakeup into another process runs at once on an idle CPU (off: --go-cross-process). */
@@ -1430,7 +1433,7 @@ void BPF_STRUCT_OPS(gmp_dispatch, s32 cpu, struct task_struct *prev)
 
 		if (tctx)
 			tctx->yielded = false; /* a yield with no one to yield to */
-		prev->scx.slice = slice_ns;
+		prev->scx.slice = idle_slice(prev, slice_ns, idle_slice_ns);
 		c->tick_start = scx_bpf_now();
 		c->retake_at = 0;
 		ev_pick(GMP_PICK_KEEP, cpu, prev->pid, 1, 1, 0, -1);
@@ -1522,6 +1525,7 @@ void BPF_STRUCT_OPS(gmp_running, struct task_struct *p)
 	struct gmp_cpu *c = cpu_ctx(bpf_get_smp_processor_id());
 	struct task_ctx *tctx = task_ctx(p);
 
+	p->scx.slice = idle_slice(p, p->scx.slice, idle_slice_ns);
 	if (!c)
 		return;
 	c->run_start = scx_bpf_now();

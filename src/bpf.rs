@@ -134,6 +134,7 @@ impl<'a> Scheduler<'a> {
         rodata.global_max_wait_ns = policy.global_max_wait_ms * 1_000_000;
         rodata.wakeup_preempt_ns = us_to_ns(policy.wakeup_preempt_us);
         rodata.wakep_delay_ns = us_to_ns(policy.wakep_delay_us);
+        rodata.idle_slice_ns = us_to_ns(policy.idle_slice_us);
         rodata.nr_cpus = nr_cpus as u32;
         let cp = coprimes(nr_cpus as u32);
         rodata.nr_coprimes = cp.len() as u32;
@@ -155,6 +156,7 @@ impl<'a> Scheduler<'a> {
         let timed: String = [
             (policy.wakeup_preempt_us, "wakeup preemption after"),
             (policy.wakep_delay_us, "wakep after"),
+            (policy.idle_slice_us, "SCHED_IDLE slice"),
         ]
         .iter()
         .filter(|t| t.0 != 0)

@@ -29,6 +29,7 @@ fn help_explains_every_knob() {
         "--global-max-wait-ms",
         "--wakeup-preempt-us",
         "--wakep-delay-us",
+        "--idle-slice-us",
         "--ready-idle",
         "--go-wakep",
         "--go-ready",
@@ -56,6 +57,8 @@ fn out_of_range_knobs_are_refused() {
         &["--wakeup-preempt-us", "1000001"],
         &["--wakep-delay-us", "1000001"],
         &["--wakep-delay-us", "-5"],
+        &["--idle-slice-us", "1000001"],
+        &["--idle-slice-us", "x"],
     ] {
         let (code, _, err) = scx_gmp(args);
         assert_eq!(code, 2, "{args:?} accepted");

@@ -48,6 +48,7 @@
 #include "intf.h"
 /* scx_gmp: kick_cpu(), which never kicks from a CPU going offline. */
 #include "../../bpf/kick.bpf.h"
+#include "../../bpf/idle.bpf.h"
 
 /* The kernel's values (include/linux/sched.h, sched/prio.h, sched/ext.c). */
 #define TASK_RUNNING	0
@@ -96,6 +97,12 @@ static u64 nr_cpu_ids; /* Maximum possible CPU number */
  * Default task time slice.
  */
 const volatile u64 slice_ns;
+
+/*
+ * scx_gmp: a SCHED_IDLE task's longest slice (--idle-slice-us, idle_slice());
+ * 0: slice_ns.
+ */
+const volatile u64 idle_slice_ns;
 
 /*
  * Number of tasks that are queued for scheduling.
@@ -1434,7 +1441,7 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 		    scx_bpf_dsq_move_to_local(SCHED_DSQ, 0))
 			return;
 		if (prev && is_queued(prev)) {
-			scx_bpf_task_set_slice(prev, slice_ns);
+			scx_bpf_task_set_slice(prev, idle_slice(prev, slice_ns, idle_slice_ns));
 			return;
 		}
 		if (rescue_custody(cpu))
@@ -1461,7 +1468,7 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 	 */
 	if (prev && is_queued(prev) &&
 	    (!is_usersched_task(prev) || usersched_has_pending_tasks()))
-		scx_bpf_task_set_slice(prev, slice_ns);
+		scx_bpf_task_set_slice(prev, idle_slice(prev, slice_ns, idle_slice_ns));
 }
 
 void BPF_STRUCT_OPS(rustland_runnable, struct task_struct *p, u64 enq_flags)
@@ -1518,6 +1525,10 @@ void BPF_STRUCT_OPS(rustland_running, struct task_struct *p)
 	}
 
 	dbg_msg("start: pid=%d (%s) cpu=%ld", p->pid, p->comm, cpu);
+
+	/* scx_gmp: a SCHED_IDLE task runs a short slice (idle_slice()). */
+	if (idle_slice_ns && p->policy == GMP_SCHED_IDLE)
+		scx_bpf_task_set_slice(p, idle_slice(p, p->scx.slice, idle_slice_ns));
 
 	/*
 	 * Mark the CPU as busy by setting the pid as owner (ignoring the

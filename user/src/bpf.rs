@@ -219,6 +219,7 @@ impl<'cb> BpfScheduler<'cb> {
         builtin_idle: bool,
         numa_local: bool,
         slice_ns: u64,
+        idle_slice_ns: u64,
         sync_handoff: bool,
         name: &str,
     ) -> Result<Self> {
@@ -274,6 +275,7 @@ impl<'cb> BpfScheduler<'cb> {
         skel.maps.rodata_data.as_mut().unwrap().builtin_idle = builtin_idle;
         skel.maps.rodata_data.as_mut().unwrap().numa_local = numa_local;
         skel.maps.rodata_data.as_mut().unwrap().slice_ns = slice_ns;
+        skel.maps.rodata_data.as_mut().unwrap().idle_slice_ns = idle_slice_ns;
         skel.maps.rodata_data.as_mut().unwrap().debug = debug;
         skel.maps.rodata_data.as_mut().unwrap().sync_handoff = sync_handoff;
         let _ = Self::set_scx_ops_name(&mut skel.struct_ops.rustland_mut().name, name);

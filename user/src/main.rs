@@ -44,7 +44,7 @@ use bpf::{BpfScheduler, DispatchedTask, QueuedTask, RL_CPU_ANY};
 use scx_gmp::bpf_intf::gmp_consts_GMP_TIMEOUT_MS as GMP_TIMEOUT_MS;
 use scx_gmp::cli::{version, AgentOpts, PolicyOpts, RESTART_EXIT};
 use scx_gmp::load::{check_interval, exit_code, init_log, preflight};
-use scx_gmp::model::{Affinity, Params, Sched, G};
+use scx_gmp::model::{us_to_ns, Affinity, Params, Sched, G};
 use scx_gmp::stats::{server_data, Metrics};
 
 /// scx_gmp-user: the Go runtime's G-M-P policy applied from user space.
@@ -357,6 +357,7 @@ impl<'a> Agent<'a> {
         params: Params,
         sync_handoff: bool,
         idle_wakeups: bool,
+        idle_slice_ns: u64,
         agent: &AgentOpts,
         open_object: &'a mut MaybeUninit<OpenObject>,
     ) -> Result<Self> {
@@ -371,12 +372,14 @@ impl<'a> Agent<'a> {
             idle_wakeups,  // builtin_idle: a wakeup that finds an idle CPU runs there
             false,         // numa_local
             slice_ns,      // slice of tasks the BPF layer places itself (per-CPU kthreads)
+            idle_slice_ns, // a SCHED_IDLE task's longest slice (0: slice_ns)
             sync_handoff,  // a sync wakeup runs next on the waker's CPU, as runnext does
             "gmp_user",
         )?;
         log::info!(
-            "scx_gmp-user {} scheduling {nr_cpus} CPUs from user space: {params}",
-            version()
+            "scx_gmp-user {} scheduling {nr_cpus} CPUs from user space: {params}, SCHED_IDLE slice {} us",
+            version(),
+            idle_slice_ns / 1000
         );
         // Ps for CPU ids that are offline never run. The BPF layer found
         // which are when it was loaded (this agent must not read sysfs now:
@@ -910,6 +913,7 @@ fn run(opts: Opts) -> Result<bool> {
         params,
         sync_handoff,
         idle_wakeups,
+        us_to_ns(opts.policy.idle_slice_us),
         &opts.agent,
         &mut open_object,
     )?;
