@@ -92,7 +92,7 @@ run() {
 	t1=$(date +%s%N)
 	c1=$(sched_cpu_ms)
 	case "$w" in
-	stress-cpu | stress-sock)
+	stress-cpu | stress-sock | stress-idle)
 		emit "$w" bogo_ops_per_s "$(awk '/metrc:/ && $5 ~ /^[0-9]/ && $4 != "stressor" {print $9; exit}' /tmp/out.txt)" ;;
 	hackbench-*) emit "$w" time_s "$(awk '/^Time:/ {print $2}' /tmp/out.txt)" ;;
 	perf-pipe) emit "$w" usecs_per_op "$(awk '/usecs\/op/ {print $1}' /tmp/out.txt)" ;;
@@ -133,6 +133,9 @@ for round in $(seq "$reps"); do
 		want idle && sleep 3
 		run idle sleep "$((t * 4))"
 		run stress-cpu stress-ng --cpu "$n" -t "$t" --metrics-brief
+		# The batch job alone: the same CPU load under SCHED_IDLE, which
+		# runs a shorter slice (--idle-slice-us).
+		run stress-idle chrt -i 0 stress-ng --cpu "$n" -t "$t" --metrics-brief
 		[ "$quick" = 1 ] || run stress-sock stress-ng --sock "$n" -t "$t" --metrics-brief
 		run hackbench-pipe hackbench -p -g 4 -l "$hb"
 		run perf-pipe perf bench sched pipe -l "$((rounds * 4))"

@@ -32,6 +32,7 @@ HIGHER_BETTER = {"bogo_ops_per_s", "req_per_s"}
 # The headline metric of each workload, for the plot.
 HEADLINE = {
     "stress-cpu": "bogo_ops_per_s",
+    "stress-idle": "bogo_ops_per_s",
     "stress-sock": "bogo_ops_per_s",
     "hackbench-pipe": "time_s",
     "hackbench-sock": "time_s",

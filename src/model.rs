@@ -711,6 +711,20 @@ impl Sched {
     /// proc.go schedule + execute: find `p`'s next task and its slice, or
     /// idle `p`. The second value is a P that `wakep` woke, to start too.
     pub fn schedule(&mut self, p: usize, now: u64) -> (Option<Run>, Option<usize>) {
+        self.schedule_or(p, now, true)
+    }
+
+    /// User mode's look-ahead: `p`'s CPU still runs a task, and `p` picks
+    /// the one to run behind it (the agent commits it to the CPU ahead of
+    /// time). As `schedule`, but a P that finds nothing does not idle: its
+    /// CPU is busy, so `wakep` must not pick it to take new work that a
+    /// truly idle P could run at once.
+    pub fn schedule_behind(&mut self, p: usize, now: u64) -> (Option<Run>, Option<usize>) {
+        self.schedule_or(p, now, false)
+    }
+
+    /// `schedule`; with nothing found, `p` idles only if `idle`.
+    fn schedule_or(&mut self, p: usize, now: u64, idle: bool) -> (Option<Run>, Option<usize>) {
         debug_assert!(!self.ps[p].idle, "an idle P does not schedule");
         let found = loop {
             match self.find_runnable(p, now) {
@@ -723,6 +737,9 @@ impl Sched {
         };
         let was_spinning = self.stop_spinning(p);
         let Some((g, inherit)) = found else {
+            if !idle {
+                return (None, None);
+            }
             self.ps[p].idle = true;
             self.npidle += 1;
             self.pidle.push(p);
@@ -1097,6 +1114,23 @@ mod tests {
         assert_eq!(s.wake_thief(g, 0), None, "P3 is awake and may steal it");
         let all = s.new_g(Affinity::All);
         assert_eq!(s.wake_thief(all, 0), None, "any P may take it: wakep's job");
+    }
+
+    #[test]
+    fn a_busy_p_that_finds_nothing_behind_its_task_stays_busy() {
+        let mut s = Sched::new(Params::go(2));
+        s.pidleremove(0);
+        assert_eq!(s.schedule_behind(0, 0), (None, None));
+        assert!(!s.ps[0].idle, "its CPU still runs a task");
+        // New work on the global queue: wakep() wakes the idle P 1, which
+        // takes it, not the busy P 0.
+        let g = s.new_g(Affinity::All);
+        s.globrunqput(g);
+        assert_eq!(s.wakep(), Some(1));
+        assert_eq!(s.schedule(1, 0).0.map(|r| r.g), Some(g));
+        // schedule() idles a P that finds nothing.
+        assert_eq!(s.schedule(0, 0), (None, None));
+        assert!(s.ps[0].idle);
     }
 
     #[test]

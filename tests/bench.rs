@@ -32,6 +32,7 @@ fn quick_benchmark_produces_a_table() {
     }
     for (w, m) in [
         ("stress-cpu", "bogo_ops_per_s"),
+        ("stress-idle", "bogo_ops_per_s"),
         ("hackbench-pipe", "time_s"),
         ("perf-pipe", "usecs_per_op"),
         ("fanout", "makespan_ms"),

@@ -595,9 +595,24 @@ impl<'a> Agent<'a> {
                 finish_head(q, now);
             }
         }
-        for (c, &head_started) in head_started.iter().enumerate() {
-            while !self.sched.ps[c].idle && self.inflight[c].len() < MAX_INFLIGHT {
-                let (run, _woke) = self.sched.schedule(c, now);
+        // A CPU with nothing committed looks for work first, as a Go P whose
+        // task stopped calls schedule(); then each CPU fills the slot behind
+        // its head. Else a busy CPU, filling that slot first, took the global
+        // queue's task (or stole) ahead of the idle CPU that wakep() woke
+        // for it: two CPU hogs then shared one CPU and left the other idle.
+        let nr_cpus = self.nr_cpus;
+        for (fill, c) in [1, MAX_INFLIGHT]
+            .into_iter()
+            .flat_map(|fill| (0..nr_cpus).map(move |c| (fill, c)))
+        {
+            let head_started = head_started[c];
+            while !self.sched.ps[c].idle && self.inflight[c].len() < fill {
+                // A CPU with a task committed looks behind it: finding
+                // nothing there does not make it idle.
+                let (run, _woke) = match self.inflight[c].is_empty() {
+                    true => self.sched.schedule(c, now),
+                    false => self.sched.schedule_behind(c, now),
+                };
                 let Some(run) = run else { break };
                 let slot = &mut self.slots[run.g as usize];
                 slot.queued = false;
