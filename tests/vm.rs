@@ -439,6 +439,19 @@ fn rules(mode: &str) {
     assert!(m.slice_expired > 0, "{spin}");
     assert!(m.global_tick > 0, "{spin}");
 
+    // As many CPU-bound threads as CPUs: each runs on a CPU of its own
+    // (0.25 each). User mode once kept two on one CPU and left another idle:
+    // a busy CPU took a slice-expired thread from the global queue ahead of
+    // the idle one that wakep() woke for it.
+    let spread = phase("spread");
+    assert_eq!(kv(&spread, "gmp_exit"), Some("0"), "{spread}");
+    let share = shares(&spread);
+    assert_eq!(share.len(), 4, "{spread}");
+    assert!(
+        share.iter().all(|&s| s >= 0.15),
+        "one thread per CPU, not spread over all CPUs: {share:?}"
+    );
+
     // A ping-pong pair runs through runnext.
     let pp = phase("pingpong");
     assert_eq!(kv(&pp, "gmp_exit"), Some("0"), "{pp}");

@@ -15,6 +15,8 @@ phase() {
 }
 phase fanout "$GMP_ARGS" "$GMP_LOAD" fanout --threads 1000 --busy-ms 20 --gate
 phase spin "$GMP_ARGS" "$GMP_LOAD" spin --threads $(($(nproc) * 2)) --secs 3
+# One CPU-bound thread per CPU: each gets a CPU of its own.
+phase spread "$GMP_ARGS" "$GMP_LOAD" spin --threads "$(nproc)" --secs 3
 phase pingpong "$GMP_ARGS" "$GMP_LOAD" pingpong --rounds 5000
 # A pipe ping-pong between two threads (sync wakeups within one process,
 # which hand off: across processes BPF mode prefers an idle CPU) and a
