@@ -185,6 +185,7 @@ fn fanout(threads: usize, busy: Duration, gate: bool) -> String {
 fn spin(threads: usize, secs: f64) -> String {
     let s = Samples::new();
     let d = Duration::from_secs_f64(secs);
+    let t0 = Instant::now();
     let hs: Vec<_> = (0..threads)
         .map(|_| {
             let s = s.clone();
@@ -194,7 +195,11 @@ fn spin(threads: usize, secs: f64) -> String {
     for h in hs {
         h.join().unwrap();
     }
-    format!("workload=spin threads={threads} {}", s.report())
+    format!(
+        "workload=spin threads={threads} makespan_ms={} {}",
+        t0.elapsed().as_millis(),
+        s.report()
+    )
 }
 
 fn pingpong(rounds: usize) -> String {
