@@ -583,6 +583,9 @@ impl<'a> Agent<'a> {
         // whatever runs there now.
         self.runs.read(&self.bpf, self.nr_cpus);
         let mut head_started = vec![true; self.nr_cpus];
+        // A head that has had a whole slice and still runs: the kernel
+        // preempts it when the CPU has a next task.
+        let mut overdue = vec![false; self.nr_cpus];
         for (c, q) in self.inflight.iter_mut().enumerate() {
             while let Some(&(g, at)) = q.front() {
                 let slot = &self.slots[g as usize];
@@ -592,24 +595,29 @@ impl<'a> Agent<'a> {
                     head_started[c] = started;
                     break;
                 }
+                overdue[c] = !stopped;
                 finish_head(q, now);
             }
         }
-        // A CPU with nothing committed looks for work first, as a Go P whose
-        // task stopped calls schedule(); then each CPU fills the slot behind
-        // its head. Else a busy CPU, filling that slot first, took the global
-        // queue's task (or stole) ahead of the idle CPU that wakep() woke
-        // for it: two CPU hogs then shared one CPU and left the other idle.
-        let nr_cpus = self.nr_cpus;
-        for (fill, c) in [1, MAX_INFLIGHT]
-            .into_iter()
-            .flat_map(|fill| (0..nr_cpus).map(move |c| (fill, c)))
-        {
+        // The CPUs that run nothing look for work first, as a Go P whose task
+        // stopped calls schedule(); then those whose head ran past its slice;
+        // then each CPU fills the slot behind its head. Else a busy CPU took
+        // the global queue's task (or stole) ahead of an idle CPU that
+        // wakep() woke for it: two CPU hogs then shared one CPU and left the
+        // other idle.
+        let n = self.nr_cpus;
+        let free = (0..n).filter(|&c| !overdue[c]).map(|c| (1, c));
+        let late = (0..n).filter(|&c| overdue[c]).map(|c| (1, c));
+        let order: Vec<_> = free
+            .chain(late)
+            .chain((0..n).map(|c| (MAX_INFLIGHT, c)))
+            .collect();
+        for (fill, c) in order {
             let head_started = head_started[c];
             while !self.sched.ps[c].idle && self.inflight[c].len() < fill {
-                // A CPU with a task committed looks behind it: finding
+                // A CPU that still runs a task looks behind it: finding
                 // nothing there does not make it idle.
-                let (run, _woke) = match self.inflight[c].is_empty() {
+                let (run, _woke) = match self.inflight[c].is_empty() && !overdue[c] {
                     true => self.sched.schedule(c, now),
                     false => self.sched.schedule_behind(c, now),
                 };
