@@ -1518,6 +1518,7 @@ void BPF_STRUCT_OPS(rustland_running, struct task_struct *p)
 {
 	s32 cpu = scx_bpf_task_cpu(p);
 	struct task_ctx *tctx;
+	u64 slice;
 
 	if (is_usersched_task(p)) {
 		usersched_last_run_at = scx_bpf_now();
@@ -1527,8 +1528,9 @@ void BPF_STRUCT_OPS(rustland_running, struct task_struct *p)
 	dbg_msg("start: pid=%d (%s) cpu=%ld", p->pid, p->comm, cpu);
 
 	/* scx_gmp: a SCHED_IDLE task runs a short slice (idle_slice()). */
-	if (idle_slice_ns && p->policy == GMP_SCHED_IDLE)
-		scx_bpf_task_set_slice(p, idle_slice(p, p->scx.slice, idle_slice_ns));
+	slice = idle_slice(p, p->scx.slice, idle_slice_ns);
+	if (slice != p->scx.slice)
+		scx_bpf_task_set_slice(p, slice);
 
 	/*
 	 * Mark the CPU as busy by setting the pid as owner (ignoring the

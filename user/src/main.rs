@@ -608,11 +608,8 @@ impl<'a> Agent<'a> {
         let n = self.nr_cpus;
         let free = (0..n).filter(|&c| !overdue[c]).map(|c| (1, c));
         let late = (0..n).filter(|&c| overdue[c]).map(|c| (1, c));
-        let order: Vec<_> = free
-            .chain(late)
-            .chain((0..n).map(|c| (MAX_INFLIGHT, c)))
-            .collect();
-        for (fill, c) in order {
+        let behind = (0..n).map(|c| (MAX_INFLIGHT, c));
+        for (fill, c) in free.chain(late).chain(behind) {
             let head_started = head_started[c];
             while !self.sched.ps[c].idle && self.inflight[c].len() < fill {
                 // A CPU that still runs a task looks behind it: finding
