@@ -376,10 +376,14 @@ impl<'a> Agent<'a> {
             sync_handoff,  // a sync wakeup runs next on the waker's CPU, as runnext does
             "gmp_user",
         )?;
+        // As the BPF mode's line: the options that are not Go's, when set.
+        let idle = match idle_slice_ns {
+            0 => String::new(),
+            ns => format!(", SCHED_IDLE slice {} us", ns / 1000),
+        };
         log::info!(
-            "scx_gmp-user {} scheduling {nr_cpus} CPUs from user space: {params}, SCHED_IDLE slice {} us",
-            version(),
-            idle_slice_ns / 1000
+            "scx_gmp-user {} scheduling {nr_cpus} CPUs from user space: {params}{idle}",
+            version()
         );
         // Ps for CPU ids that are offline never run. The BPF layer found
         // which are when it was loaded (this agent must not read sysfs now:
