@@ -1402,6 +1402,20 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 	wakep();
 }
 
+/*
+ * pidleput: proc.go pidleput - @cpu found nothing to run and idles. Its
+ * runnext chain ends here: the next task that inherits its slice after it
+ * wakes gets a new min_slice_ns grace (inherit_slice()), as Go's sysmon,
+ * which looks only at running Ps, lets it run before it retakes it. Owner
+ * only.
+ */
+static void pidleput(s32 cpu, struct gmp_cpu *c)
+{
+	c->retake_at = 0;
+	stat_add(GMP_STAT_IDLE, 1);
+	ev_idle(cpu, c);
+}
+
 void BPF_STRUCT_OPS(gmp_dispatch, s32 cpu, struct task_struct *prev)
 {
 	struct gmp_cpu *c = cpu_ctx(cpu);
@@ -1439,8 +1453,7 @@ void BPF_STRUCT_OPS(gmp_dispatch, s32 cpu, struct task_struct *prev)
 		ev_pick(GMP_PICK_KEEP, cpu, prev->pid, 1, 1, 0, -1);
 		return;
 	}
-	stat_add(GMP_STAT_IDLE, 1);
-	ev_idle(cpu, c);
+	pidleput(cpu, c);
 	/*
 	 * runqgrab's usleep(3): a victim's runnext was too young to steal. Go
 	 * sleeps and looks again; we ask to be dispatched again once idle.

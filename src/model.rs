@@ -623,6 +623,19 @@ impl Sched {
         Some(p)
     }
 
+    /// proc.go pidleput: `p` found nothing to run and idles. Its runnext
+    /// chain ends here: the next task that inherits its slice after it wakes
+    /// gets a new `min_slice_ns` grace (`inherit_slice`), as Go's sysmon,
+    /// which looks only at running Ps, lets it run before it retakes it.
+    /// Executed only by the owner P.
+    fn pidleput(&mut self, p: usize) {
+        self.ps[p].idle = true;
+        self.ps[p].retake_at = 0;
+        self.npidle += 1;
+        self.pidle.push(p);
+        self.stats.idle += 1;
+    }
+
     /// proc.go pidleget: take the most recently idled P.
     fn pidleget(&mut self) -> Option<usize> {
         let p = self.pidle.pop()?;
@@ -740,10 +753,7 @@ impl Sched {
             if !idle {
                 return (None, None);
             }
-            self.ps[p].idle = true;
-            self.npidle += 1;
-            self.pidle.push(p);
-            self.stats.idle += 1;
+            self.pidleput(p);
             return (None, None);
         };
         // A P that found work while spinning lets another take up the search.
@@ -1017,6 +1027,29 @@ mod tests {
         );
         assert_eq!(s.runq.iter().copied().collect::<Vec<_>>(), [gs[1]]);
         assert_eq!(s.stats.slice_expired, 1);
+    }
+
+    #[test]
+    fn a_p_that_idled_gives_the_next_runnext_task_a_new_grace() {
+        let mut s = busy(1);
+        let gs: Vec<G> = (0..3).map(|_| s.new_g(Affinity::All)).collect();
+        s.runqput(0, gs[0], false, 0);
+        s.schedule(0, 0);
+        // Past the slice, a runnext task runs within the 20 us grace, and
+        // then the P finds nothing and idles.
+        s.runqput(0, gs[1], true, 10_500_000);
+        assert_eq!(s.schedule(0, 10_500_000).0.unwrap().slice_ns, 20_000);
+        assert_eq!(s.schedule(0, 10_600_000), (None, None));
+        assert!(s.ps[0].idle);
+        // A wakeup long after the grace: the chain ended when the P idled,
+        // so the woken task runs, 20 us, instead of going to the global
+        // queue before it ever ran.
+        s.pidleremove(0);
+        s.runqput(0, gs[2], true, 30_000_000);
+        let run = s.schedule(0, 30_000_000).0.unwrap();
+        assert_eq!((run.g, run.inherit, run.slice_ns), (gs[2], true, 20_000));
+        assert_eq!(s.stats.slice_expired, 0);
+        assert_eq!(s.stats.idle, 1);
     }
 
     #[test]
