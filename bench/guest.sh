@@ -1,7 +1,8 @@
-# Guest side of bench/run: OUT BIN QUICK REPS [PEER_BIN [ONLY [SCHEDS [BASE_BIN]]]]
+# Guest side of bench/run: OUT BIN QUICK REPS PEER_BIN ONLY SCHEDS [BASE_BIN]
+# (SCHEDS: the schedulers each round runs, in order; bench/run chooses them).
 # Appends "<round> <scheduler> <workload> <metric> <value>" lines to
 # OUT/results.txt.
-out=$1 bin=$2 quick=$3 reps=$4 peer_bin=${5:-} only=${6:-} scheds=${7:-} base_bin=${8:-}
+out=$1 bin=$2 quick=$3 reps=$4 peer_bin=$5 only=$6 scheds=$7 base_bin=${8:-}
 res=$out/results.txt
 . "$(dirname "${BASH_SOURCE[0]}")/sched.sh"
 cd /tmp || exit 1
@@ -9,10 +10,6 @@ cd /tmp || exit 1
 n=$(nproc)
 sysctl -qw kernel.bpf_stats_enabled=1
 
-if [ -z "$scheds" ]; then
-	scheds="eevdf gmp gmp-user"
-	[ -n "$peer_bin" ] && scheds="$scheds bpfland rustland"
-fi
 if [ "$quick" = 1 ]; then t=2 hb=50 fan=200 rounds=1000 depth=7; else t=5 hb=200 fan=1000 rounds=5000 depth=10; fi
 
 # Stop the scheduler; a scheduler that died or was ejected during the round
