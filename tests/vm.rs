@@ -261,6 +261,15 @@ fn lifecycle(mode: &str) {
     );
     assert_eq!(kv(out, "gmp_exit"), Some("0"), "{out}");
     assert_eq!(kv(out, "after"), Some("disabled"), "{out}");
+    // Loading froze no task: a sleeper woke within a second throughout
+    // (user mode, locking its memory after attaching, kept every task off
+    // the CPUs for up to 3 s at each start: README, "When things go wrong").
+    let gap = num(out, "start_gap_ms");
+    eprintln!("lifecycle {mode:?}: longest wait of a sleeper while loading: {gap} ms");
+    assert!(
+        gap < 1000,
+        "a sleeper waited {gap} ms while it loaded:\n{out}"
+    );
     // Refusals: one clear line and a non-zero exit.
     assert_eq!(kv(out, "nonroot_exit"), Some("1"), "{out}");
     assert!(out.contains("scx_gmp: error: must run as root"), "{out}");

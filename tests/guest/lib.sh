@@ -146,6 +146,27 @@ hang_guard() {
 	disown "$GUARD_PID" # no "Terminated" notices when stop_guard kills it
 }
 
+# longest_gap SECS: for SECS, wake up every 5 ms and print the longest
+# time (ms) between two wakeups: how long a task that only sleeps was kept
+# off every CPU. Shell builtins only (a read that times out on a FIFO held
+# open for writing), so that no fork adds to it.
+longest_gap() {
+	local end=$((SECONDS + $1)) fifo last now worst=0 fd
+	fifo=$(mktemp -u /tmp/gap.XXXXXX)
+	mkfifo "$fifo"
+	exec {fd}<>"$fifo"
+	last=${EPOCHREALTIME//[.,]/}
+	while [ $SECONDS -lt $end ]; do
+		read -r -t 0.005 -u "$fd"
+		now=${EPOCHREALTIME//[.,]/}
+		[ $((now - last)) -gt $worst ] && worst=$((now - last))
+		last=$now
+	done
+	exec {fd}<&-
+	rm -f "$fifo"
+	echo $((worst / 1000))
+}
+
 # stall_watch: at RCU's first stall warning (a task it waits for has not
 # run for 21 s), and again at the next one a minute or more later, make the
 # kernel print what every CPU runs and holds: sched_ext's dump of every CPU

@@ -9,7 +9,17 @@ hang_guard 600
 echo "before=$(cat $STATE)"
 setpriv --reuid=65534 --regid=65534 --clear-groups "$SCX_GMP" $GMP_ARGS 2>/tmp/nonroot.err
 echo "nonroot_exit=$? nonroot_err=$(cat /tmp/nonroot.err)"
+# While it loads beside a CPU hog per CPU: a task that only sleeps is
+# never kept off the CPUs long (user mode once froze every task but the
+# kernel's for seconds after attaching: README, "When things go wrong").
+# The hogs matter: a wakeup that finds an idle CPU runs there in either mode.
+stress-ng --cpu "$(nproc)" -t 25 >/dev/null 2>&1 &
+hogs=$!
+longest_gap 25 >/tmp/start_gap &
+gapper=$!
 start_gmp /tmp/gmp.log $GMP_ARGS || exit 1
+wait $gapper $hogs
+echo "start_gap_ms=$(cat /tmp/start_gap)"
 echo "state=$(cat $STATE) ops=$(cat /sys/kernel/sched_ext/root/ops)"
 "$SCX_GMP" $GMP_ARGS 2>/tmp/second.err
 echo "second_exit=$? second_err=$(cat /tmp/second.err)"

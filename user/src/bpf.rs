@@ -3,8 +3,9 @@
 // This software may be used and distributed according to the terms of the
 // GNU General Public License version 2.
 
-// scx_gmp-user's copy of scx_rustland_core 2.4.15's assets/bpf.rs, unchanged:
-// the connector to its BPF layer, which user/bpf holds (changed there to
+// scx_gmp-user's copy of scx_rustland_core 2.4.15's assets/bpf.rs, changed
+// only to lock its memory before attaching (see `init`): the connector to
+// its BPF layer, which user/bpf holds (changed there to
 // take CPU hotplug in place). The crate's RustLandBuilder writes both, and
 // would write the original BPF layer.
 
@@ -280,10 +281,7 @@ impl<'cb> BpfScheduler<'cb> {
         skel.maps.rodata_data.as_mut().unwrap().sync_handoff = sync_handoff;
         let _ = Self::set_scx_ops_name(&mut skel.struct_ops.rustland_mut().name, name);
 
-        // Attach BPF scheduler.
         let mut skel = scx_ops_load!(skel, rustland, uei)?;
-
-        let struct_ops = Some(scx_ops_attach!(skel, rustland)?);
 
         // Build the ring buffer of queued tasks.
         let maps = &skel.maps;
@@ -299,8 +297,28 @@ impl<'cb> BpfScheduler<'cb> {
 
         // Lock all the memory to prevent page faults that could trigger potential deadlocks during
         // scheduling.
+        //
+        // scx_gmp: before attaching, not after. From the attach on, every
+        // task but the kernel's waits for this process to run it, and
+        // mlockall() faults in the whole binary and the allocator's 64 MiB
+        // arena: up to 3 s in a 4-vCPU TCG guest, and once 30 s, which the
+        // watchdog ejected (README, "When things go wrong").
+        let locking = std::time::Instant::now();
         ALLOCATOR.lock_memory();
         ALLOCATOR.disable_mmap().expect("Failed to disable mmap");
+        log::debug!(
+            "memory locked in {} ms, before attaching",
+            locking.elapsed().as_millis()
+        );
+
+        // Attach BPF scheduler.
+        let struct_ops = match scx_ops_attach!(skel, rustland) {
+            Ok(link) => Some(link),
+            Err(e) => {
+                ALLOCATOR.unlock_memory();
+                return Err(e);
+            }
+        };
 
         // Make sure to use the SCHED_EXT class at least for the scheduler itself.
         if partial {
