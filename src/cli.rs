@@ -81,6 +81,15 @@ pub struct PolicyOpts {
     #[arg(long, global = true)]
     pub go_ready: bool,
 
+    /// User mode: a wakeup that finds every CPU busy waits for the agent
+    /// until some CPU's task stops or ends its slice, as in scx_rustland. By
+    /// default it preempts the task on its CPU for the agent's pass, and
+    /// that task then runs on with the rest of its slice: Go decides where a
+    /// woken goroutine goes in the waker's ready(), at once; waiting for the
+    /// agent added up to a slice to each wakeup beside CPU-bound work.
+    #[arg(long, global = true)]
+    pub lazy_agent: bool,
+
     /// BPF mode: call wakep() on every wakeup, as Go's ready() does. By
     /// default a wakeup that an idle CPU's own interrupt (a timer, a device)
     /// puts in that CPU's runnext, with nothing else queued there, wakes no

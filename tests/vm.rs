@@ -304,11 +304,33 @@ fn lifecycle(mode: &str) {
             .find(|l| l.contains("CPU hotplug events:"))
             .unwrap_or_else(|| panic!("no hotplug line from the agent:\n{out}"));
         assert!(line.contains("stuck CPUs: 0;"), "{line}\n{out}");
+        // Beside the hogs, wakeups preempted a CPU's task for the agent's
+        // pass (kick_agent), and those tasks came back with their slice
+        // without the agent (restore_kicked).
+        let (kicks, back) = agent_kicks(line);
+        eprintln!("lifecycle {mode:?}: {kicks} tasks preempted for the agent, {back} back");
+        assert!(kicks > 0 && back > 0 && back <= kicks, "{line}\n{out}");
     }
     // The systemd unit's command line loads it and SIGTERM unloads it.
     assert_eq!(kv(out, "unit_state"), Some("enabled"), "{out}");
     assert_eq!(kv(out, "unit_exit"), Some("0"), "{out}");
     assert_eq!(kv(out, "unit_after"), Some("disabled"), "{out}");
+}
+
+/// From user mode's last log line: the tasks preempted for the agent, and
+/// those that came back with their slice.
+fn agent_kicks(line: &str) -> (u64, u64) {
+    let rest = line
+        .split("tasks preempted for the agent: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no kick counts in: {line}"));
+    let n: Vec<u64> = rest
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .take(2)
+        .map(|w| w.parse().unwrap())
+        .collect();
+    (n[0], n[1])
 }
 
 /// The guest's stdout, once its command exited 0.

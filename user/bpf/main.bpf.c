@@ -229,6 +229,22 @@ volatile u64 nr_handoffs;
  */
 volatile u64 nr_idle_places;
 
+/*
+ * scx_gmp: a wakeup for the agent preempts its CPU's task so that the agent
+ * decides at once (kick_agent(); off with --lazy-agent). Per CPU, the task
+ * it preempted and the slice it had left, which it gets back at the head of
+ * that CPU's DSQ; and the counts of those kicks and of those returns.
+ */
+const volatile bool agent_kick;
+struct kicked {
+	s32 pid;
+	u64 left;
+};
+struct kicked kicked[MAX_CPUS];
+volatile u64 nr_agent_kicks, nr_kick_restores;
+/* The CPU the agent runs on, or -1. */
+volatile s32 agent_cpu = -1;
+
 /* Enable NUMA-local idle CPU selection */
 const volatile bool numa_local;
 
@@ -1033,6 +1049,83 @@ static void queue_task_to_userspace(struct task_struct *p, s32 prev_cpu, u64 enq
 }
 
 /*
+ * scx_gmp: kick_agent - a wakeup waits for the agent, and @cpu, the CPU it
+ * was queued on, runs a task. In Go the waker's ready() decides where the
+ * woken goroutine goes at once; here the agent decides, and it runs only
+ * when some CPU's task stops or ends its slice: beside CPU-bound tasks, a
+ * wakeup waited up to a whole slice for the decision and then up to another
+ * for its CPU. So preempt @cpu's task for the agent's pass: that task gets
+ * the rest of its slice back at the head of the CPU's DSQ (restore_kicked()),
+ * ahead of what the agent queues there, as a Go P's running goroutine runs
+ * on while a woken one waits in runnext. Not when the agent runs already,
+ * or with --lazy-agent (then an idle @cpu is woken, as before). Any CPU.
+ */
+static void kick_agent(s32 cpu)
+{
+	struct task_struct *cur;
+	u32 i = cpu;
+
+	if (!agent_kick || i >= MAX_CPUS || agent_cpu >= 0 || !fast_paths()) {
+		kick_cpu(cpu);
+		return;
+	}
+	bpf_rcu_read_lock();
+	cur = scx_bpf_cpu_curr(cpu);
+	if (cur && cur->pid && !is_usersched_task(cur) && cur->scx.slice &&
+	    (cur->scx.flags & SCX_TASK_QUEUED) && kicked[i].pid != cur->pid) {
+		kicked[i].left = cur->scx.slice;
+		kicked[i].pid = cur->pid;
+		kick_cpu_flags(cpu, SCX_KICK_PREEMPT);
+		__sync_fetch_and_add(&nr_agent_kicks, 1);
+	} else {
+		kick_cpu(cpu);
+	}
+	bpf_rcu_read_unlock();
+}
+
+/* scx_gmp: whether kick_agent() preempted @p on @cpu. Any CPU. */
+static bool was_kicked(const struct task_struct *p, s32 cpu)
+{
+	u32 i = cpu;
+
+	return i < MAX_CPUS && kicked[i].pid == p->pid;
+}
+
+/*
+ * scx_gmp: @prev, which kick_agent() preempted on @cpu, runs on without
+ * being put back (its slice refilled in dispatch()): its next stop is its
+ * own. Owner only.
+ */
+static void forget_kicked(const struct task_struct *prev, s32 cpu)
+{
+	u32 i = cpu;
+
+	if (i < MAX_CPUS && kicked[i].pid == prev->pid)
+		kicked[i].pid = 0;
+}
+
+/*
+ * scx_gmp: restore_kicked - @p was preempted by kick_agent() on @cpu: back
+ * at the head of that CPU's DSQ with the slice it had left, without the
+ * agent (whose model has it running still). Whether it was. Owner only.
+ */
+static bool restore_kicked(struct task_struct *p, s32 cpu, u64 enq_flags)
+{
+	u32 i = cpu;
+	u64 left;
+
+	if (!was_kicked(p, cpu) || p->scx.slice || (enq_flags & SCX_ENQ_WAKEUP))
+		return false;
+	kicked[i].pid = 0;
+	left = kicked[i].left;
+	if (is_stranded(p, cpu) || !left)
+		return false;
+	scx_bpf_dsq_insert_vtime(p, cpu_to_dsq(cpu), left, 0, enq_flags);
+	__sync_fetch_and_add(&nr_kick_restores, 1);
+	return true;
+}
+
+/*
  * scx_gmp: handoff - a sync wakeup: the waker, running here, is about to
  * sleep, and Go's ready() puts @p in this CPU's runnext, which runs next
  * when the waker parks. So @p goes straight to this CPU's local DSQ, and
@@ -1073,7 +1166,7 @@ void BPF_STRUCT_OPS(rustland_enqueue, struct task_struct *p, u64 enq_flags)
 	s32 prev_cpu = scx_bpf_task_cpu(p), cpu;
 	bool is_wakeup = is_queued_wakeup(p, enq_flags);
 	struct task_ctx *tctx = try_lookup_task_ctx(p);
-	bool sync = false;
+	bool sync = false, to_agent = false;
 
 	/* scx_gmp: a sync wakeup that select_cpu() put here (handoff()). */
 	if (tctx) {
@@ -1090,6 +1183,10 @@ void BPF_STRUCT_OPS(rustland_enqueue, struct task_struct *p, u64 enq_flags)
 		scx_bpf_dsq_insert(p, SCHED_DSQ, slice_ns, enq_flags);
 		goto out_kick;
 	}
+
+	/* scx_gmp: a task kick_agent() preempted runs on (restore_kicked()). */
+	if (restore_kicked(p, prev_cpu, enq_flags))
+		return;
 
 	/*
 	 * Always dispatch per-CPU kthreads directly on their target CPU.
@@ -1148,6 +1245,7 @@ void BPF_STRUCT_OPS(rustland_enqueue, struct task_struct *p, u64 enq_flags)
 	 */
 	if (!(builtin_idle && is_wakeup) || !fast_paths()) {
 		queue_task_to_userspace(p, prev_cpu, enq_flags);
+		to_agent = true;
 		goto out_kick;
 	}
 
@@ -1158,6 +1256,7 @@ void BPF_STRUCT_OPS(rustland_enqueue, struct task_struct *p, u64 enq_flags)
 	cpu = pick_idle_cpu(p, prev_cpu, 0);
 	if (cpu < 0) {
 		queue_task_to_userspace(p, prev_cpu, enq_flags);
+		to_agent = true;
 		goto out_kick;
 	}
 
@@ -1175,6 +1274,7 @@ void BPF_STRUCT_OPS(rustland_enqueue, struct task_struct *p, u64 enq_flags)
 	 */
 	if (!can_direct_dispatch(cpu)) {
 		queue_task_to_userspace(p, prev_cpu, enq_flags);
+		to_agent = true;
 		goto out_kick;
 	}
 
@@ -1202,7 +1302,9 @@ out_kick:
 	/*
 	 * Wakeup the task's CPU if needed.
 	 */
-	if (is_wakeup)
+	if (is_wakeup && to_agent)
+		kick_agent(prev_cpu);
+	else if (is_wakeup)
 		kick_cpu(prev_cpu);
 }
 
@@ -1441,6 +1543,7 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 		    scx_bpf_dsq_move_to_local(SCHED_DSQ, 0))
 			return;
 		if (prev && is_queued(prev)) {
+			forget_kicked(prev, cpu);
 			scx_bpf_task_set_slice(prev, idle_slice(prev, slice_ns, idle_slice_ns));
 			return;
 		}
@@ -1467,8 +1570,10 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 	 * slice only if there're still pending scheduling actions to do.
 	 */
 	if (prev && is_queued(prev) &&
-	    (!is_usersched_task(prev) || usersched_has_pending_tasks()))
+	    (!is_usersched_task(prev) || usersched_has_pending_tasks())) {
+		forget_kicked(prev, cpu);
 		scx_bpf_task_set_slice(prev, idle_slice(prev, slice_ns, idle_slice_ns));
+	}
 }
 
 void BPF_STRUCT_OPS(rustland_runnable, struct task_struct *p, u64 enq_flags)
@@ -1522,6 +1627,7 @@ void BPF_STRUCT_OPS(rustland_running, struct task_struct *p)
 
 	if (is_usersched_task(p)) {
 		usersched_last_run_at = scx_bpf_now();
+		agent_cpu = cpu;
 		return;
 	}
 
@@ -1554,8 +1660,10 @@ void BPF_STRUCT_OPS(rustland_stopping, struct task_struct *p, bool runnable)
 	s32 cpu = scx_bpf_task_cpu(p);
 	struct task_ctx *tctx;
 
-	if (is_usersched_task(p))
+	if (is_usersched_task(p)) {
+		agent_cpu = -1;
 		return;
+	}
 
 	dbg_msg("stop: pid=%d (%s) cpu=%ld", p->pid, p->comm, cpu);
 
@@ -1565,7 +1673,12 @@ void BPF_STRUCT_OPS(rustland_stopping, struct task_struct *p, bool runnable)
 	if (!tctx)
 		return;
 	tctx->stop_ts = now;
-	run_ended(p, cpu, tctx->start_ts);
+	/*
+	 * scx_gmp: preempted by kick_agent(), it runs on after the agent's
+	 * pass: to the agent, its run goes on.
+	 */
+	if (!(runnable && !p->scx.slice && was_kicked(p, cpu)))
+		run_ended(p, cpu, tctx->start_ts);
 
 	/*
 	 * Update the partial execution time since last sleep.

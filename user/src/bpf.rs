@@ -222,6 +222,7 @@ impl<'cb> BpfScheduler<'cb> {
         slice_ns: u64,
         idle_slice_ns: u64,
         sync_handoff: bool,
+        agent_kick: bool,
         name: &str,
     ) -> Result<Self> {
         let shutdown = Arc::new(AtomicBool::new(false));
@@ -279,6 +280,7 @@ impl<'cb> BpfScheduler<'cb> {
         skel.maps.rodata_data.as_mut().unwrap().idle_slice_ns = idle_slice_ns;
         skel.maps.rodata_data.as_mut().unwrap().debug = debug;
         skel.maps.rodata_data.as_mut().unwrap().sync_handoff = sync_handoff;
+        skel.maps.rodata_data.as_mut().unwrap().agent_kick = agent_kick;
         let _ = Self::set_scx_ops_name(&mut skel.struct_ops.rustland_mut().name, name);
 
         let mut skel = scx_ops_load!(skel, rustland, uei)?;

@@ -356,6 +356,7 @@ impl<'a> Agent<'a> {
     fn init(
         params: Params,
         sync_handoff: bool,
+        agent_kick: bool,
         idle_wakeups: bool,
         idle_slice_ns: u64,
         agent: &AgentOpts,
@@ -374,6 +375,7 @@ impl<'a> Agent<'a> {
             slice_ns,      // slice of tasks the BPF layer places itself (per-CPU kthreads)
             idle_slice_ns, // a SCHED_IDLE task's longest slice (0: slice_ns)
             sync_handoff,  // a sync wakeup runs next on the waker's CPU, as runnext does
+            agent_kick,    // a wakeup for the agent preempts its CPU's task for the agent
             "gmp_user",
         )?;
         // As the BPF mode's line: the options that are not Go's, when set.
@@ -858,10 +860,12 @@ impl<'a> Agent<'a> {
             c
         );
         log::debug!("dispatches per CPU {:?}", self.per_cpu);
+
         let bss = self.bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
         log::info!(
             "CPU hotplug events: {} seen by the BPF layer, {} applied; stuck CPUs: {}; \
-             tasks a CPU moved out of its own DSQ: {}; agent runs ahead of a CPU's DSQ: {}",
+             tasks a CPU moved out of its own DSQ: {}; agent runs ahead of a CPU's DSQ: {}; \
+             tasks preempted for the agent: {} ({} back with their slice)",
             hotplug_count(&self.bpf),
             self.procresize,
             // SAFETY: as in `cpu_hotplugs`.
@@ -869,7 +873,11 @@ impl<'a> Agent<'a> {
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_released) },
             // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_agent_first) }
+            unsafe { std::ptr::read_volatile(&bss.nr_agent_first) },
+            // SAFETY: as in `cpu_hotplugs`.
+            unsafe { std::ptr::read_volatile(&bss.nr_agent_kicks) },
+            // SAFETY: as in `cpu_hotplugs`.
+            unsafe { std::ptr::read_volatile(&bss.nr_kick_restores) }
         );
         let exit = self.bpf.shutdown_and_report();
         if let Err(e) = &exit {
@@ -933,9 +941,11 @@ fn run(opts: Opts) -> Result<bool> {
     let all_through_agent = opts.agent.debug_stall_comm.is_some();
     let sync_handoff = !opts.policy.go_handoff && !all_through_agent;
     let idle_wakeups = !opts.policy.go_ready && !all_through_agent;
+    let agent_kick = !opts.policy.lazy_agent;
     let mut agent = Agent::init(
         params,
         sync_handoff,
+        agent_kick,
         idle_wakeups,
         us_to_ns(opts.policy.idle_slice_us),
         &opts.agent,
