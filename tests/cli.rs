@@ -33,6 +33,7 @@ fn help_explains_every_knob() {
         "--ready-idle",
         "--go-wakep",
         "--go-ready",
+        "--lazy-agent",
         "--go-cross-process",
         "--stats",
         "--monitor",
