@@ -232,8 +232,8 @@ volatile u64 nr_idle_places;
 /*
  * scx_gmp: a wakeup for the agent preempts its CPU's task so that the agent
  * decides at once (kick_agent(); off with --lazy-agent). Per CPU, the task
- * it preempted and the slice it had left, which it gets back at the head of
- * that CPU's DSQ; and the counts of those kicks and of those returns.
+ * it preempted and the slice it had left, which it gets back next on that
+ * CPU; and the counts of those kicks and of those returns.
  */
 const volatile bool agent_kick;
 struct kicked {
@@ -1055,8 +1055,8 @@ static void queue_task_to_userspace(struct task_struct *p, s32 prev_cpu, u64 enq
  * when some CPU's task stops or ends its slice: beside CPU-bound tasks, a
  * wakeup waited up to a whole slice for the decision and then up to another
  * for its CPU. So preempt @cpu's task for the agent's pass: that task gets
- * the rest of its slice back at the head of the CPU's DSQ (restore_kicked()),
- * ahead of what the agent queues there, as a Go P's running goroutine runs
+ * the rest of its slice back, next on that CPU (restore_kicked()), ahead of
+ * what the agent queues there, as a Go P's running goroutine runs
  * on while a woken one waits in runnext. Not when the agent runs already,
  * or with --lazy-agent (then an idle @cpu is woken, as before). Any CPU.
  */
@@ -1092,35 +1092,43 @@ static bool was_kicked(const struct task_struct *p, s32 cpu)
 }
 
 /*
- * scx_gmp: @prev, which kick_agent() preempted on @cpu, runs on without
- * being put back (its slice refilled in dispatch()): its next stop is its
- * own. Owner only.
+ * scx_gmp: the task kick_agent() preempted on @cpu is no longer waiting to
+ * go back: it went back, or runs on (its slice refilled in dispatch()), or
+ * another task starts there. Its next stop is its own. Owner only.
  */
-static void forget_kicked(const struct task_struct *prev, s32 cpu)
+static void forget_kick(s32 cpu)
 {
 	u32 i = cpu;
 
-	if (i < MAX_CPUS && kicked[i].pid == prev->pid)
+	if (i < MAX_CPUS)
 		kicked[i].pid = 0;
 }
 
 /*
  * scx_gmp: restore_kicked - @p was preempted by kick_agent() on @cpu: back
- * at the head of that CPU's DSQ with the slice it had left, without the
- * agent (whose model has it running still). Whether it was. Owner only.
+ * on that CPU next, with the slice it had left, without the agent (whose
+ * model has it running still). Whether it was. Owner only.
  */
 static bool restore_kicked(struct task_struct *p, s32 cpu, u64 enq_flags)
 {
 	u32 i = cpu;
 	u64 left;
 
-	if (!was_kicked(p, cpu) || p->scx.slice || (enq_flags & SCX_ENQ_WAKEUP))
+	if (i >= MAX_CPUS || !was_kicked(p, cpu) || p->scx.slice ||
+	    (enq_flags & SCX_ENQ_WAKEUP))
 		return false;
-	kicked[i].pid = 0;
+	forget_kick(cpu);
 	left = kicked[i].left;
 	if (is_stranded(p, cpu) || !left)
 		return false;
-	scx_bpf_dsq_insert_vtime(p, cpu_to_dsq(cpu), left, 0, enq_flags);
+	/*
+	 * Its CPU's local DSQ: the agent, picked by dispatch() before this
+	 * put, runs first, then @p, then what the agent queued in the CPU's
+	 * own DSQ. The kernel never leaves a task in the local DSQ of a CPU
+	 * that goes offline (a task in the CPU's own DSQ could wait there:
+	 * README, "Hotplug").
+	 */
+	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, left, enq_flags);
 	__sync_fetch_and_add(&nr_kick_restores, 1);
 	return true;
 }
@@ -1543,7 +1551,7 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 		    scx_bpf_dsq_move_to_local(SCHED_DSQ, 0))
 			return;
 		if (prev && is_queued(prev)) {
-			forget_kicked(prev, cpu);
+			forget_kick(cpu);
 			scx_bpf_task_set_slice(prev, idle_slice(prev, slice_ns, idle_slice_ns));
 			return;
 		}
@@ -1571,7 +1579,7 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 	 */
 	if (prev && is_queued(prev) &&
 	    (!is_usersched_task(prev) || usersched_has_pending_tasks())) {
-		forget_kicked(prev, cpu);
+		forget_kick(cpu);
 		scx_bpf_task_set_slice(prev, idle_slice(prev, slice_ns, idle_slice_ns));
 	}
 }
@@ -1643,6 +1651,13 @@ void BPF_STRUCT_OPS(rustland_running, struct task_struct *p)
 	 * user-space scheduler).
 	 */
 	__sync_fetch_and_add(&nr_running, 1);
+
+	/*
+	 * scx_gmp: a kick_agent() of this CPU is done with by now: the task
+	 * it preempted went back (restore_kicked()), or it blocked, or the
+	 * kick came after it stopped anyway.
+	 */
+	forget_kick(cpu);
 
 	tctx = try_lookup_task_ctx(p);
 	if (!tctx)
