@@ -1117,8 +1117,8 @@ static bool restore_kicked(struct task_struct *p, s32 cpu, u64 enq_flags)
 	if (i >= MAX_CPUS || !was_kicked(p, cpu) || p->scx.slice ||
 	    (enq_flags & SCX_ENQ_WAKEUP))
 		return false;
-	forget_kick(cpu);
 	left = kicked[i].left;
+	forget_kick(cpu);
 	if (is_stranded(p, cpu) || !left)
 		return false;
 	/*

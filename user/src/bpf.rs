@@ -4,10 +4,10 @@
 // GNU General Public License version 2.
 
 // scx_gmp-user's copy of scx_rustland_core 2.4.15's assets/bpf.rs, changed
-// only to lock its memory before attaching (see `init`): the connector to
-// its BPF layer, which user/bpf holds (changed there to
-// take CPU hotplug in place). The crate's RustLandBuilder writes both, and
-// would write the original BPF layer.
+// to pass scx_gmp's options to its BPF layer and to lock its memory before
+// attaching (see `init`): the connector to that layer, which user/bpf holds
+// (changed there to take CPU hotplug in place). The crate's RustLandBuilder
+// writes both, and would write the original BPF layer.
 
 use std::mem::MaybeUninit;
 

@@ -860,7 +860,6 @@ impl<'a> Agent<'a> {
             c
         );
         log::debug!("dispatches per CPU {:?}", self.per_cpu);
-
         let bss = self.bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
         log::info!(
             "CPU hotplug events: {} seen by the BPF layer, {} applied; stuck CPUs: {}; \
