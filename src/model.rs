@@ -1002,12 +1002,18 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_spent_slice_grants_the_runnext_chain_one_20us_grace() {
+    /// One busy P running the first of `n` new tasks, from time 0.
+    fn one_p_running(n: usize) -> (Sched, Vec<G>) {
         let mut s = busy(1);
-        let gs: Vec<G> = (0..4).map(|_| s.new_g(Affinity::All)).collect();
+        let gs: Vec<G> = (0..n).map(|_| s.new_g(Affinity::All)).collect();
         s.runqput(0, gs[0], false, 0);
         s.schedule(0, 0);
+        (s, gs)
+    }
+
+    #[test]
+    fn a_spent_slice_grants_the_runnext_chain_one_20us_grace() {
+        let (mut s, gs) = one_p_running(4);
         s.runqput(0, gs[3], false, 0);
         // Past the 10 ms slice: the first runnext task still runs, 20 us.
         s.runqput(0, gs[1], true, 10_500_000);
@@ -1031,10 +1037,7 @@ mod tests {
 
     #[test]
     fn a_p_that_idled_gives_the_next_runnext_task_a_new_grace() {
-        let mut s = busy(1);
-        let gs: Vec<G> = (0..3).map(|_| s.new_g(Affinity::All)).collect();
-        s.runqput(0, gs[0], false, 0);
-        s.schedule(0, 0);
+        let (mut s, gs) = one_p_running(3);
         // Past the slice, a runnext task runs within the 20 us grace, and
         // then the P finds nothing and idles.
         s.runqput(0, gs[1], true, 10_500_000);
