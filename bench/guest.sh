@@ -97,7 +97,7 @@ run() {
 	fanout | forkjoin) emit "$w" makespan_ms "$(kv makespan_ms)" ;;
 	pingpong | pingpong-idle) for m in rtt_p50_us rtt_p99_us; do emit "$w" $m "$(kv $m)"; done ;;
 	request-*) for m in wake_p50_us wake_p99_us req_p50_us req_p99_us req_per_s; do emit "$w" $m "$(kv $m)"; done ;;
-	cyclictest) cyclic_lat | while read -r m v; do emit "$w" "$m" "$v"; done ;;
+	cyclictest | cyclictest-idle) cyclic_lat | while read -r m v; do emit "$w" "$m" "$v"; done ;;
 	esac
 	local secs_ms=$(((t1 - t0) / 1000000))
 	emit "$w" ctx_switches_per_s "$(awk -F, -v ms="$secs_ms" '$3 == "context-switches" {printf "%.0f", $1 * 1000 / ms}' /tmp/perf.csv)"
@@ -151,6 +151,10 @@ for round in $(seq "$reps"); do
 		# The interactive task beside a batch job: the same ping-pong while
 		# SCHED_IDLE hogs keep every CPU busy (scx_gmp has no priorities).
 		beside_hogs -i pingpong-idle "$bin/examples/gmp-load" pingpong --rounds "$((rounds / 5))"
+		# One wakeup beside a batch job: the same timers while SCHED_IDLE hogs
+		# keep every CPU busy. Its max is the longest a batch job delayed an
+		# interactive task.
+		beside_hogs -i cyclictest-idle cyclictest -m -q -t "$n" -i 1000 -D "$t" -h 100000 --json=/tmp/ct.json
 		stop_sched
 	done
 done

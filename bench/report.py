@@ -45,6 +45,7 @@ HEADLINE = {
     "request-light": "wake_p99_us",
     "request-over": "req_p99_us",
     "cyclictest": "lat_p99_us",
+    "cyclictest-idle": "lat_p99_us",
 }
 COLORS = ["#888888", "#1f77b4", "#17becf", "#ff7f0e", "#2ca02c"]
 

@@ -42,6 +42,7 @@ fn quick_benchmark_produces_a_table() {
         ("request-light", "wake_p99_us"),
         ("request-over", "req_per_s"),
         ("cyclictest", "lat_p99_us"),
+        ("cyclictest-idle", "lat_max_us"),
         ("idle", "sched_cpu_ms_per_s"),
     ] {
         let row = table
