@@ -22,4 +22,19 @@ static u64 idle_slice(const struct task_struct *p, u64 slice, u64 idle_max)
 	return slice;
 }
 
+/*
+ * idle_yields: whether @cur, running, gives its CPU up at once to @p, just
+ * queued to run there: @cur is a SCHED_IDLE task, @p is not, and SCHED_IDLE
+ * tasks get the short slice (@idle_max set). Else the woken task waits for
+ * the rest of the batch job's slice, which the kernel's tick rounds up (4 ms
+ * at 250 Hz). Not Go's rule, as idle_slice() (README, "Where Linux differs
+ * from Go"). Any CPU.
+ */
+static bool idle_yields(const struct task_struct *cur, const struct task_struct *p,
+			u64 idle_max)
+{
+	return idle_max && cur->pid && cur->policy == GMP_SCHED_IDLE &&
+	       p->policy != GMP_SCHED_IDLE;
+}
+
 #endif /* __GMP_IDLE_BPF_H */

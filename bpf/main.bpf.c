@@ -1286,8 +1286,8 @@ static bool idle_waker(s32 cpu)
 }
 
 /*
- * A wakeup was just put in @cpu's runnext by @cpu itself (an interrupt, or
- * a task that runs on). If the task running there has run for
+ * A wakeup, @p, was just put in @cpu's runnext by @cpu itself (an
+ * interrupt, or a task that runs on). If the task running there has run for
  * wakeup_preempt_ns or more since it last started, preempt it, so that the
  * woken task runs now; the preempted task runs next (gmp_enqueue(), with
  * GMP_WHY_PREEMPT), within the same slice. A task that ran less (a waker
@@ -1296,17 +1296,21 @@ static bool idle_waker(s32 cpu)
  * goroutine waits in runnext for the running one to block or to be
  * preempted at 10 ms. It is EEVDF's wakeup preemption, off unless
  * --wakeup-preempt-us is set (README: "Where Linux differs from Go").
+ * A SCHED_IDLE task is preempted for any other woken task, however short
+ * its run (idle_yields()).
  * Owner only.
  */
-static void preempt_for_wakeup(s32 cpu)
+static void preempt_for_wakeup(const struct task_struct *p, s32 cpu)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct gmp_cpu *c = cpu_ctx(cpu);
 	struct task_ctx *tctx;
 
-	if (!wakeup_preempt_ns || !c || !cur->pid || (cur->flags & PF_EXITING) ||
-	    cpu != bpf_get_smp_processor_id() ||
-	    scx_bpf_now() - c->run_start < wakeup_preempt_ns)
+	if (!c || !cur->pid || (cur->flags & PF_EXITING) ||
+	    cpu != bpf_get_smp_processor_id())
+		return;
+	if (!idle_yields(cur, p, idle_slice_ns) &&
+	    (!wakeup_preempt_ns || scx_bpf_now() - c->run_start < wakeup_preempt_ns))
 		return;
 	tctx = task_ctx(cur);
 	if (!tctx)
@@ -1374,7 +1378,7 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 			return;
 		}
 		if (next && !sync && (enq_flags & SCX_ENQ_WAKEUP))
-			preempt_for_wakeup(cpu);
+			preempt_for_wakeup(p, cpu);
 		if (next && (enq_flags & SCX_ENQ_WAKEUP) && wakep_later(cpu))
 			return;
 	} else if (preempted && !p->scx.slice && may_run(p, cpu)) {

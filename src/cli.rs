@@ -150,11 +150,12 @@ pub struct PolicyOpts {
     pub wakep_delay_us: u64,
 
     /// A SCHED_IDLE task's slice is at most this long, in microseconds (the
-    /// kernel's tick rounds it up). Not Go's rule: Go has no priorities, and
-    /// gives every task the same slice. But a woken task that waits behind
-    /// a batch job (a task the user marked SCHED_IDLE: run it only when
-    /// nothing else wants the CPU) waits for that job's whole slice; with
-    /// this it waits a short one. 0: the same slice as every task.
+    /// kernel's tick rounds it up), and a task queued to its CPU that is not
+    /// SCHED_IDLE preempts it at once. Not Go's rule: Go has no priorities,
+    /// and gives every task the same slice. But a woken task that waits
+    /// behind a batch job (a task the user marked SCHED_IDLE: run it only
+    /// when nothing else wants the CPU) would wait for that job's whole
+    /// slice. 0: Go's rule, the same slice as every task and no preemption.
     #[arg(long, global = true, default_value_t = gmp_defaults_GMP_IDLE_SLICE_US_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub idle_slice_us: u64,
 }

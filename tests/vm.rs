@@ -333,6 +333,18 @@ fn agent_kicks(line: &str) -> (u64, u64) {
     (n[0], n[1])
 }
 
+/// From user mode's last log line: the SCHED_IDLE tasks preempted for a
+/// task queued to their CPU.
+fn idle_yields(out: &str) -> u64 {
+    let rest = out
+        .split("SCHED_IDLE tasks preempted: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no SCHED_IDLE count in:\n{out}"));
+    let n: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    n.parse()
+        .unwrap_or_else(|_| panic!("no SCHED_IDLE count in:\n{out}"))
+}
+
 /// The guest's stdout, once its command exited 0.
 fn ok_stdout(r: &Run) -> &str {
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
@@ -492,6 +504,18 @@ fn rules(mode: &str) {
     let m = stats(&pp);
     assert!(m.runnext_hit > 0, "{pp}");
     assert!(m.runnext_put > 0, "{pp}");
+
+    // Beside a SCHED_IDLE hog on every CPU, a sleeper's wakeups preempt
+    // the hog on their CPU (idle_yields()), in BPF mode on the waker's CPU,
+    // in user mode wherever the task is queued.
+    let b = phase("batch");
+    assert_eq!(kv(&b, "gmp_exit"), Some("0"), "{b}");
+    assert!(kv(&b, "batch_gap_ms").is_some(), "{b}");
+    let preempted = match mode {
+        BPF => stats(&b).wakeup_preempts,
+        _ => idle_yields(&b),
+    };
+    assert!(preempted > 0, "no SCHED_IDLE task preempted:\n{b}");
 
     // By default a pipe's sync wakeup runs next on the waker's CPU directly,
     // and in user mode a wakeup that finds an idle CPU runs there; both

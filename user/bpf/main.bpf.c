@@ -242,6 +242,8 @@ struct kicked {
 };
 struct kicked kicked[MAX_CPUS];
 volatile u64 nr_agent_kicks, nr_kick_restores;
+/* SCHED_IDLE tasks preempted for a task queued to their CPU (kick_for()). */
+volatile u64 nr_idle_yields;
 /* The CPU the agent runs on, or -1. */
 volatile s32 agent_cpu = -1;
 
@@ -717,6 +719,33 @@ static s32 pick_idle_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 	return scx_bpf_select_cpu_and(p, prev_cpu, wake_flags, p->cpus_ptr, 0);
 }
 
+/* scx_gmp: preempt @cpu's SCHED_IDLE task (idle_yields()). Any CPU. */
+static void preempt_idle(s32 cpu)
+{
+	kick_cpu_flags(cpu, SCX_KICK_PREEMPT);
+	__sync_fetch_and_add(&nr_idle_yields, 1);
+}
+
+/*
+ * scx_gmp: kick_for - @p was queued to run on @cpu: wake @cpu if it idles,
+ * and preempt a SCHED_IDLE task that runs there (idle_yields()), which goes
+ * back to the agent. @cpu must be a valid CPU. Any CPU.
+ */
+static void kick_for(const struct task_struct *p, s32 cpu)
+{
+	struct task_struct *cur;
+	bool yields;
+
+	bpf_rcu_read_lock();
+	cur = scx_bpf_cpu_curr(cpu);
+	yields = cur && idle_yields(cur, p, idle_slice_ns);
+	bpf_rcu_read_unlock();
+	if (yields)
+		preempt_idle(cpu);
+	else
+		kick_cpu(cpu);
+}
+
 /*
  * Wake-up a target @cpu for the dispatched task @p. If @cpu can't be used
  * wakeup another valid CPU.
@@ -827,7 +856,7 @@ static void dispatch_task(const struct dispatched_task_ctx *task)
 	/*
 	 * CPU selected by the user-space scheduler is valid, kick it.
 	 */
-	kick_cpu(cpu);
+	kick_for(p, cpu);
 
 out_release:
 	bpf_task_release(p);
@@ -1058,23 +1087,31 @@ static void queue_task_to_userspace(struct task_struct *p, s32 prev_cpu, u64 enq
  * the rest of its slice back, next on that CPU (restore_kicked()), ahead of
  * what the agent queues there, as a Go P's running goroutine runs
  * on while a woken one waits in runnext. Not when the agent runs already,
- * or with --lazy-agent (then an idle @cpu is woken, as before). Any CPU.
+ * or with --lazy-agent (then an idle @cpu is woken, as before). A SCHED_IDLE
+ * task that runs there does not get its slice back ahead of @p, the woken
+ * task (idle_yields()): it goes back to the agent. Any CPU.
  */
-static void kick_agent(s32 cpu)
+static void kick_agent(const struct task_struct *p, s32 cpu)
 {
 	struct task_struct *cur;
+	struct kicked *k;
 	u32 i = cpu;
 
 	if (!agent_kick || i >= MAX_CPUS || agent_cpu >= 0 || !fast_paths()) {
-		kick_cpu(cpu);
+		kick_for(p, cpu);
 		return;
 	}
+	/* Keep clang from dropping the mask the verifier needs (power of two). */
+	barrier_var(i);
+	k = &kicked[i & (MAX_CPUS - 1)];
 	bpf_rcu_read_lock();
 	cur = scx_bpf_cpu_curr(cpu);
-	if (cur && cur->pid && !is_usersched_task(cur) && cur->scx.slice &&
-	    (cur->scx.flags & SCX_TASK_QUEUED) && kicked[i].pid != cur->pid) {
-		kicked[i].left = cur->scx.slice;
-		kicked[i].pid = cur->pid;
+	if (cur && idle_yields(cur, p, idle_slice_ns)) {
+		preempt_idle(cpu);
+	} else if (cur && cur->pid && !is_usersched_task(cur) && cur->scx.slice &&
+		   (cur->scx.flags & SCX_TASK_QUEUED) && k->pid != cur->pid) {
+		k->left = cur->scx.slice;
+		k->pid = cur->pid;
 		kick_cpu_flags(cpu, SCX_KICK_PREEMPT);
 		__sync_fetch_and_add(&nr_agent_kicks, 1);
 	} else {
@@ -1311,7 +1348,7 @@ out_kick:
 	 * Wakeup the task's CPU if needed.
 	 */
 	if (is_wakeup && to_agent)
-		kick_agent(prev_cpu);
+		kick_agent(p, prev_cpu);
 	else if (is_wakeup)
 		kick_cpu(prev_cpu);
 }

@@ -864,7 +864,8 @@ impl<'a> Agent<'a> {
         log::info!(
             "CPU hotplug events: {} seen by the BPF layer, {} applied; stuck CPUs: {}; \
              tasks a CPU moved out of its own DSQ: {}; agent runs ahead of a CPU's DSQ: {}; \
-             tasks preempted for the agent: {} ({} back with their slice)",
+             tasks preempted for the agent: {} ({} back with their slice); \
+             SCHED_IDLE tasks preempted: {}",
             hotplug_count(&self.bpf),
             self.procresize,
             // SAFETY: as in `cpu_hotplugs`.
@@ -876,7 +877,9 @@ impl<'a> Agent<'a> {
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_agent_kicks) },
             // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_kick_restores) }
+            unsafe { std::ptr::read_volatile(&bss.nr_kick_restores) },
+            // SAFETY: as in `cpu_hotplugs`.
+            unsafe { std::ptr::read_volatile(&bss.nr_idle_yields) }
         );
         let exit = self.bpf.shutdown_and_report();
         if let Err(e) = &exit {
