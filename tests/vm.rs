@@ -317,32 +317,38 @@ fn lifecycle(mode: &str) {
     assert_eq!(kv(out, "unit_after"), Some("disabled"), "{out}");
 }
 
+/// The first `n` numbers in `text` after `marker` (user mode's last log
+/// line); panics if there are fewer.
+fn numbers_after(text: &str, marker: &str, n: usize) -> Vec<u64> {
+    let rest = text
+        .split(marker)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no '{marker}' in:\n{text}"));
+    let found: Vec<u64> = rest
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .take(n)
+        .map(|w| w.parse().unwrap())
+        .collect();
+    assert_eq!(
+        found.len(),
+        n,
+        "no {n} numbers after '{marker}' in:\n{text}"
+    );
+    found
+}
+
 /// From user mode's last log line: the tasks preempted for the agent, and
 /// those that came back with their slice.
 fn agent_kicks(line: &str) -> (u64, u64) {
-    let rest = line
-        .split("tasks preempted for the agent: ")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no kick counts in: {line}"));
-    let n: Vec<u64> = rest
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|w| !w.is_empty())
-        .take(2)
-        .map(|w| w.parse().unwrap())
-        .collect();
+    let n = numbers_after(line, "tasks preempted for the agent: ", 2);
     (n[0], n[1])
 }
 
 /// From user mode's last log line: the SCHED_IDLE tasks preempted for a
 /// task queued to their CPU.
 fn idle_yields(out: &str) -> u64 {
-    let rest = out
-        .split("SCHED_IDLE tasks preempted: ")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no SCHED_IDLE count in:\n{out}"));
-    let n: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-    n.parse()
-        .unwrap_or_else(|_| panic!("no SCHED_IDLE count in:\n{out}"))
+    numbers_after(out, "SCHED_IDLE tasks preempted: ", 1)[0]
 }
 
 /// The guest's stdout, once its command exited 0.
