@@ -151,25 +151,9 @@ impl Event {
             let (k, v) = word
                 .split_once('=')
                 .ok_or_else(|| anyhow!("bad field {word:?}"))?;
-            let num = || -> Result<i64> { v.parse().with_context(|| format!("bad {k}={v}")) };
             match k {
                 "why" => e.why = position(&WHYS, v).unwrap_or(0),
-                "round" => e.round = num()? as u32,
-                "cpu" => e.cpu = num()? as i32,
-                "pid" => e.pid = num()? as i32,
-                "other" => e.other = num()? as i32,
-                "n" => e.n = num()? as i32,
-                "want" => e.want = num()? as i32,
-                "len" => e.len = num()? as i32,
-                "rn" => e.seen_runnext = num()? as i32,
-                "lrq" => e.seen_lrq = num()? as i32,
-                "grq" => e.seen_grq = num()? as i32,
-                "tgrq" => e.tick_grq = num()? as i32,
-                "tick" => e.schedtick = num()? as u32,
-                "nms" => e.nmspinning = num()? as u32,
-                "age" => e.age = num()?,
-                "allowed" => e.allowed = num()? as i32,
-                _ => bail!("unknown field {k:?}"),
+                _ => e.set_field(k, v)?,
             }
         }
         Ok(e)
@@ -195,30 +179,41 @@ impl Event {
     }
 }
 
+/// The numeric fields of a line, after `why=`: each key as the line names it
+/// and the field it holds, in the order `Display` writes them. One list, so
+/// that what is written is what is read back.
+macro_rules! numeric_fields {
+    ($($key:literal => $field:ident),* $(,)?) => {
+        /// Write the numeric fields, each as ` key=value`.
+        fn write_fields(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            $(write!(f, concat!(" ", $key, "={}"), self.$field)?;)*
+            Ok(())
+        }
+
+        /// Set the numeric field that a line names `key`.
+        fn set_field(&mut self, key: &str, v: &str) -> Result<()> {
+            match key {
+                $($key => self.$field = v.parse().with_context(|| format!("bad {key}={v}"))?,)*
+                _ => bail!("unknown field {key:?}"),
+            }
+            Ok(())
+        }
+    };
+}
+
+impl Event {
+    numeric_fields! {
+        "cpu" => cpu, "pid" => pid, "other" => other, "n" => n, "want" => want, "len" => len,
+        "rn" => seen_runnext, "lrq" => seen_lrq, "grq" => seen_grq, "tgrq" => tick_grq,
+        "tick" => schedtick, "nms" => nmspinning, "round" => round, "age" => age,
+        "allowed" => allowed,
+    }
+}
+
 impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        let why = self.why_name();
-        write!(
-            f,
-            "{} {} why={why} cpu={} pid={} other={} n={} want={} len={} rn={} lrq={} grq={} tgrq={} tick={} nms={} round={} age={} allowed={}",
-            self.ts,
-            self.name(),
-            self.cpu,
-            self.pid,
-            self.other,
-            self.n,
-            self.want,
-            self.len,
-            self.seen_runnext,
-            self.seen_lrq,
-            self.seen_grq,
-            self.tick_grq,
-            self.schedtick,
-            self.nmspinning,
-            self.round,
-            self.age,
-            self.allowed
-        )
+        write!(f, "{} {} why={}", self.ts, self.name(), self.why_name())?;
+        self.write_fields(f)
     }
 }
 
@@ -279,14 +274,29 @@ mod tests {
             other: 2,
             n: 1,
             want: 1,
+            len: 5,
+            seen_runnext: 6,
+            seen_lrq: 7,
             seen_grq: 4,
+            tick_grq: 8,
             schedtick: 61,
+            nmspinning: 9,
             age: -5,
+            allowed: 10,
             ..Default::default()
         };
         let line = e.to_string();
         assert!(line.starts_with("12 pick.steal-runnext "), "{line}");
         assert_eq!(Event::parse(&line).unwrap(), e);
+    }
+
+    #[test]
+    fn a_field_out_of_its_range_or_unknown_is_an_error() {
+        let line = Event::default().to_string();
+        assert!(Event::parse(&line).is_ok());
+        assert!(Event::parse(&line.replace("round=0", "round=-1")).is_err());
+        assert!(Event::parse(&line.replace("cpu=0", "cpu=4294967296")).is_err());
+        assert!(Event::parse(&format!("{line} bogus=1")).is_err());
     }
 
     #[test]

@@ -73,9 +73,8 @@ pub const RL_CPU_ANY: i32 = bpf_intf::RL_CPU_ANY as i32;
 /// objects) and dispatch tasks (in the form of DispatchedTask objects), using respectively the
 /// methods dequeue_task() and dispatch_task().
 ///
-/// BPF counters and statistics can be accessed using the methods nr_*_mut(), in particular
-/// nr_queued_mut() and nr_scheduled_mut() can be updated to notify the BPF component if the
-/// user-space scheduler has some pending work to do or not.
+/// BPF counters and statistics can be read through bss(); notify_complete() tells the BPF
+/// component whether the user-space scheduler has some pending work to do or not.
 ///
 /// Finally the methods exited() and shutdown_and_report() can be used respectively to test
 /// whether the BPF component exited, and to shutdown and report the exit message.
@@ -415,88 +414,9 @@ impl<'cb> BpfScheduler<'cb> {
         std::thread::yield_now();
     }
 
-    // Counter of the online CPUs.
-    #[allow(dead_code)]
-    pub fn nr_online_cpus_mut(&mut self) -> &mut u64 {
-        &mut self.skel.maps.bss_data.as_mut().unwrap().nr_online_cpus
-    }
-
-    // Counter of currently running tasks.
-    #[allow(dead_code)]
-    pub fn nr_running_mut(&mut self) -> &mut u64 {
-        &mut self.skel.maps.bss_data.as_mut().unwrap().nr_running
-    }
-
-    // Counter of queued tasks.
-    #[allow(dead_code)]
-    pub fn nr_queued_mut(&mut self) -> &mut u64 {
-        &mut self.skel.maps.bss_data.as_mut().unwrap().nr_queued
-    }
-
-    // Counter of scheduled tasks.
-    #[allow(dead_code)]
-    pub fn nr_scheduled_mut(&mut self) -> &mut u64 {
-        &mut self.skel.maps.bss_data.as_mut().unwrap().nr_scheduled
-    }
-
-    // Counter of user dispatch events.
-    #[allow(dead_code)]
-    pub fn nr_user_dispatches_mut(&mut self) -> &mut u64 {
-        &mut self.skel.maps.bss_data.as_mut().unwrap().nr_user_dispatches
-    }
-
-    // Counter of user kernel events.
-    #[allow(dead_code)]
-    pub fn nr_kernel_dispatches_mut(&mut self) -> &mut u64 {
-        &mut self
-            .skel
-            .maps
-            .bss_data
-            .as_mut()
-            .unwrap()
-            .nr_kernel_dispatches
-    }
-
-    // Counter of cancel dispatch events.
-    #[allow(dead_code)]
-    pub fn nr_cancel_dispatches_mut(&mut self) -> &mut u64 {
-        &mut self
-            .skel
-            .maps
-            .bss_data
-            .as_mut()
-            .unwrap()
-            .nr_cancel_dispatches
-    }
-
-    // Counter of dispatches bounced to the shared DSQ.
-    #[allow(dead_code)]
-    pub fn nr_bounce_dispatches_mut(&mut self) -> &mut u64 {
-        &mut self
-            .skel
-            .maps
-            .bss_data
-            .as_mut()
-            .unwrap()
-            .nr_bounce_dispatches
-    }
-
-    // Counter of failed dispatch events.
-    #[allow(dead_code)]
-    pub fn nr_failed_dispatches_mut(&mut self) -> &mut u64 {
-        &mut self
-            .skel
-            .maps
-            .bss_data
-            .as_mut()
-            .unwrap()
-            .nr_failed_dispatches
-    }
-
-    // Counter of scheduler congestion events.
-    #[allow(dead_code)]
-    pub fn nr_sched_congested_mut(&mut self) -> &mut u64 {
-        &mut self.skel.maps.bss_data.as_mut().unwrap().nr_sched_congested
+    /// The BPF layer's counters and shared state (.bss), read-only.
+    pub fn bss(&self) -> &types::bss {
+        self.skel.maps.bss_data.as_ref().expect("BPF .bss")
     }
 
     // Set scheduling class for the scheduler itself to SCHED_EXT

@@ -176,7 +176,7 @@ struct Runs {
 
 impl Runs {
     fn read(&mut self, bpf: &BpfScheduler, nr_cpus: usize) {
-        let bss = bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
+        let bss = bpf.bss();
         let ring = bss.run_ring[0].len();
         self.current.clear();
         self.ended.clear();
@@ -237,7 +237,7 @@ impl Runs {
 
 /// The BPF layer's count of CPU hotplug events (user/bpf).
 fn hotplug_count(bpf: &BpfScheduler) -> u64 {
-    let bss = bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
+    let bss = bpf.bss();
     // SAFETY: as in `cpu_hotplugs`.
     unsafe { std::ptr::read_volatile(&bss.nr_hotplug) }
 }
@@ -245,7 +245,7 @@ fn hotplug_count(bpf: &BpfScheduler) -> u64 {
 /// The BPF layer's count of hotplug events of each of the first `nr_cpus`
 /// CPUs (user/bpf).
 fn cpu_hotplugs(bpf: &BpfScheduler, nr_cpus: usize) -> Vec<u32> {
-    let bss = bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
+    let bss = bpf.bss();
     // SAFETY: a valid, aligned u32 in the BPF map's memory, which the BPF
     // layer changes under us: read it as such, once.
     (0..nr_cpus)
@@ -264,7 +264,7 @@ fn hotplug_steps(off: bool, n: u32) -> impl Iterator<Item = bool> {
 /// Which of the first `nr_cpus` CPUs were offline when the BPF layer was
 /// loaded (user/bpf): the state its hotplug counts start from.
 fn offline_at_load(bpf: &BpfScheduler, nr_cpus: usize) -> Vec<bool> {
-    let bss = bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
+    let bss = bpf.bss();
     (0..nr_cpus)
         .map(|c| bss.cpu_offline_at_load[c] != 0)
         .collect()
@@ -577,7 +577,7 @@ impl<'a> Agent<'a> {
         // scheduler. So for a while after that happens, the decisions go
         // through the shared DSQ too, where the older tasks (lower vtime)
         // run first.
-        let congested = *self.bpf.nr_sched_congested_mut();
+        let congested = self.bpf.bss().nr_sched_congested;
         if congested != self.congested {
             self.congested = congested;
             self.shared_until = now + SHARED_AFTER_CONGESTION_NS;
@@ -844,13 +844,14 @@ impl<'a> Agent<'a> {
             }
         }
         self.metrics().log_final();
+        let bss = self.bpf.bss();
         let c = [
-            *self.bpf.nr_user_dispatches_mut(),
-            *self.bpf.nr_kernel_dispatches_mut(),
-            *self.bpf.nr_bounce_dispatches_mut(),
-            *self.bpf.nr_cancel_dispatches_mut(),
-            *self.bpf.nr_failed_dispatches_mut(),
-            *self.bpf.nr_sched_congested_mut(),
+            bss.nr_user_dispatches,
+            bss.nr_kernel_dispatches,
+            bss.nr_bounce_dispatches,
+            bss.nr_cancel_dispatches,
+            bss.nr_failed_dispatches,
+            bss.nr_sched_congested,
         ];
         log::info!(
             "dispatches deferred on a full ring: {}; \
@@ -860,7 +861,6 @@ impl<'a> Agent<'a> {
             c
         );
         log::debug!("dispatches per CPU {:?}", self.per_cpu);
-        let bss = self.bpf.skel.maps.bss_data.as_ref().expect("BPF .bss");
         log::info!(
             "CPU hotplug events: {} seen by the BPF layer, {} applied; stuck CPUs: {}; \
              tasks a CPU moved out of its own DSQ: {}; agent runs ahead of a CPU's DSQ: {}; \
