@@ -77,7 +77,9 @@ pub struct PolicyOpts {
     /// does (the waker's runnext, then wakep() and a steal if the waker runs
     /// on). By default a wakeup that finds an idle CPU runs there at once,
     /// without a round trip through the agent: Go's outcome, an idle P
-    /// taking the new work, without the steal's latency.
+    /// taking the new work, without the steal's latency. So does a wakeup
+    /// to a CPU that runs a SCHED_IDLE task, which it preempts (not with
+    /// --idle-slice-us 0).
     #[arg(long, global = true)]
     pub go_ready: bool,
 

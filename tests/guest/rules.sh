@@ -19,7 +19,9 @@ phase spin "$GMP_ARGS" "$GMP_LOAD" spin --threads $(($(nproc) * 2)) --secs 3
 phase spread "$GMP_ARGS" "$GMP_LOAD" spin --threads "$(nproc)" --secs 3
 phase pingpong "$GMP_ARGS" "$GMP_LOAD" pingpong --rounds 5000
 # A task that only sleeps, beside a SCHED_IDLE hog on every CPU: each of
-# its timer wakeups preempts the hog on its CPU (idle_yields()).
+# its timer wakeups preempts the hog on its CPU (idle_yields()); by default
+# (not --go-ready) user mode runs it there without the agent
+# (run_beside_idle()).
 batch() {
 	local hogs
 	chrt -i 0 stress-ng --cpu "$(nproc)" -t 8 >/dev/null 2>&1 &
@@ -28,7 +30,7 @@ batch() {
 	echo "batch_gap_ms=$(longest_gap 4)"
 	wait "$hogs"
 }
-phase batch "$GMP_ARGS" batch
+phase batch "$FAST_ARGS" batch
 # A pipe ping-pong between two threads (sync wakeups within one process,
 # which hand off: across processes BPF mode prefers an idle CPU) and a
 # futex one with idle CPUs.

@@ -242,8 +242,12 @@ struct kicked {
 };
 struct kicked kicked[MAX_CPUS];
 volatile u64 nr_agent_kicks, nr_kick_restores;
-/* SCHED_IDLE tasks preempted for a task queued to their CPU (kick_for()). */
-volatile u64 nr_idle_yields;
+/*
+ * SCHED_IDLE tasks preempted for a task queued to their CPU (kick_for(),
+ * run_beside_idle()), and of those, the wakeups that ran there without the
+ * agent (run_beside_idle()).
+ */
+volatile u64 nr_idle_yields, nr_beside_idle;
 /* The CPU the agent runs on, or -1. */
 volatile s32 agent_cpu = -1;
 
@@ -891,6 +895,44 @@ static s32 ready_cpu(const struct task_struct *p, s32 prev_cpu)
 	return this_cpu;
 }
 
+/*
+ * scx_gmp: run_beside_idle - @p wakes to @cpu, whose running task is a
+ * SCHED_IDLE one that yields to it (idle_yields()). To @p that CPU is as
+ * good as idle, and the kernel's own wakeups count it so (sched_idle_cpu()
+ * in kernel/sched/fair.c). So @p goes to @dsq, @cpu's local DSQ, and runs
+ * next there, preempting the batch job, as on an idle CPU (builtin_idle),
+ * instead of first waiting for the agent's pass: that wait made user
+ * mode's median wakeup beside SCHED_IDLE hogs twice BPF mode's. The batch
+ * job goes back to the agent. As Go's runnext, @p goes ahead of what the
+ * agent queued on @cpu. Not with --idle-slice-us 0 (Go's rule) or
+ * --go-ready (every wakeup through the agent: builtin_idle off). From
+ * select_cpu() (@dsq SCX_DSQ_LOCAL) and enqueue() (SCX_DSQ_LOCAL_ON | @cpu,
+ * a wakeup that skipped select_cpu(): a task that may run on one CPU
+ * only), on the waker's CPU.
+ */
+static bool run_beside_idle(struct task_struct *p, s32 cpu, u64 dsq,
+			    u64 enq_flags)
+{
+	struct task_struct *cur;
+	bool yields;
+
+	if (!idle_slice_ns || is_kthread(p) || cpu < 0 ||
+	    !bpf_cpumask_test_cpu(cpu, p->cpus_ptr) ||
+	    scx_bpf_dsq_nr_queued(SHARED_DSQ))
+		return false;
+	bpf_rcu_read_lock();
+	cur = scx_bpf_cpu_curr(cpu);
+	yields = cur && idle_yields(cur, p, idle_slice_ns);
+	bpf_rcu_read_unlock();
+	if (!yields)
+		return false;
+	/* SCX_ENQ_PREEMPT ends the running task's slice. */
+	scx_bpf_dsq_insert(p, dsq, slice_ns, enq_flags | SCX_ENQ_PREEMPT);
+	__sync_fetch_and_add(&nr_idle_yields, 1);
+	__sync_fetch_and_add(&nr_beside_idle, 1);
+	return true;
+}
+
 s32 BPF_STRUCT_OPS(rustland_select_cpu, struct task_struct *p, s32 prev_cpu,
 		   u64 wake_flags)
 {
@@ -957,7 +999,9 @@ s32 BPF_STRUCT_OPS(rustland_select_cpu, struct task_struct *p, s32 prev_cpu,
 		return cpu;
 	}
 
-	return ready_cpu(p, prev_cpu);
+	cpu = ready_cpu(p, prev_cpu);
+	run_beside_idle(p, cpu, SCX_DSQ_LOCAL, 0);
+	return cpu;
 }
 
 /*
@@ -1300,6 +1344,9 @@ void BPF_STRUCT_OPS(rustland_enqueue, struct task_struct *p, u64 enq_flags)
 	 */
 	cpu = pick_idle_cpu(p, prev_cpu, 0);
 	if (cpu < 0) {
+		if (run_beside_idle(p, prev_cpu, SCX_DSQ_LOCAL_ON | prev_cpu,
+				    enq_flags))
+			return;
 		queue_task_to_userspace(p, prev_cpu, enq_flags);
 		to_agent = true;
 		goto out_kick;
