@@ -731,11 +731,10 @@ static void preempt_idle(s32 cpu)
 }
 
 /*
- * scx_gmp: kick_for - @p was queued to run on @cpu: wake @cpu if it idles,
- * and preempt a SCHED_IDLE task that runs there (idle_yields()), which goes
- * back to the agent. @cpu must be a valid CPU. Any CPU.
+ * scx_gmp: whether the task running on @cpu is a SCHED_IDLE one that yields
+ * to @p (idle_yields()). @cpu must be a valid CPU. Any CPU.
  */
-static void kick_for(const struct task_struct *p, s32 cpu)
+static bool cpu_yields_to(const struct task_struct *p, s32 cpu)
 {
 	struct task_struct *cur;
 	bool yields;
@@ -744,7 +743,17 @@ static void kick_for(const struct task_struct *p, s32 cpu)
 	cur = scx_bpf_cpu_curr(cpu);
 	yields = cur && idle_yields(cur, p, idle_slice_ns);
 	bpf_rcu_read_unlock();
-	if (yields)
+	return yields;
+}
+
+/*
+ * scx_gmp: kick_for - @p was queued to run on @cpu: wake @cpu if it idles,
+ * and preempt a SCHED_IDLE task that runs there (idle_yields()), which goes
+ * back to the agent. @cpu must be a valid CPU. Any CPU.
+ */
+static void kick_for(const struct task_struct *p, s32 cpu)
+{
+	if (cpu_yields_to(p, cpu))
 		preempt_idle(cpu);
 	else
 		kick_cpu(cpu);
@@ -913,18 +922,9 @@ static s32 ready_cpu(const struct task_struct *p, s32 prev_cpu)
 static bool run_beside_idle(struct task_struct *p, s32 cpu, u64 dsq,
 			    u64 enq_flags)
 {
-	struct task_struct *cur;
-	bool yields;
-
 	if (!idle_slice_ns || is_kthread(p) || cpu < 0 ||
 	    !bpf_cpumask_test_cpu(cpu, p->cpus_ptr) ||
-	    scx_bpf_dsq_nr_queued(SHARED_DSQ))
-		return false;
-	bpf_rcu_read_lock();
-	cur = scx_bpf_cpu_curr(cpu);
-	yields = cur && idle_yields(cur, p, idle_slice_ns);
-	bpf_rcu_read_unlock();
-	if (!yields)
+	    scx_bpf_dsq_nr_queued(SHARED_DSQ) || !cpu_yields_to(p, cpu))
 		return false;
 	/* SCX_ENQ_PREEMPT ends the running task's slice. */
 	scx_bpf_dsq_insert(p, dsq, slice_ns, enq_flags | SCX_ENQ_PREEMPT);

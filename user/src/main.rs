@@ -790,18 +790,17 @@ impl<'a> Agent<'a> {
                 + self.inflight.iter().map(|q| q.len() as u64).sum::<u64>(),
         );
         m.procresize = self.procresize;
-        if let Some(b) = self.bpf.skel.maps.bss_data.as_ref() {
-            // Kernel threads never reach the agent: the BPF layer runs them.
-            m.kthread = b.nr_kernel_dispatches;
-            // Nor do CPUs held by real-time tasks (user/bpf, cpu_release).
-            m.syscalls = b.nr_syscall;
-            m.retakes = b.nr_retake_cpus;
-            m.retake_tasks = b.nr_retake;
-            // Nor do sync wakeups handed off on the waker's CPU.
-            m.handoffs = b.nr_handoffs;
-            // And wakeups that found an idle CPU.
-            m.idle_places = b.nr_idle_places;
-        }
+        let b = self.bpf.bss();
+        // Kernel threads never reach the agent: the BPF layer runs them.
+        m.kthread = b.nr_kernel_dispatches;
+        // Nor do CPUs held by real-time tasks (user/bpf, cpu_release).
+        m.syscalls = b.nr_syscall;
+        m.retakes = b.nr_retake_cpus;
+        m.retake_tasks = b.nr_retake;
+        // Nor do sync wakeups handed off on the waker's CPU.
+        m.handoffs = b.nr_handoffs;
+        // And wakeups that found an idle CPU.
+        m.idle_places = b.nr_idle_places;
         m
     }
 
