@@ -78,8 +78,9 @@ pub struct PolicyOpts {
     /// on). By default a wakeup that finds an idle CPU runs there at once,
     /// without a round trip through the agent: Go's outcome, an idle P
     /// taking the new work, without the steal's latency. So does a wakeup
-    /// to a CPU that runs a SCHED_IDLE task, which it preempts (not with
-    /// --idle-slice-us 0).
+    /// to a CPU that runs a SCHED_IDLE task, which it preempts, and one to
+    /// an idle CPU that the agent has given only SCHED_IDLE tasks to run
+    /// next, which it runs ahead of (neither with --idle-slice-us 0).
     #[arg(long, global = true)]
     pub go_ready: bool,
 

@@ -346,11 +346,14 @@ fn agent_kicks(line: &str) -> (u64, u64) {
 }
 
 /// From user mode's last log line: the SCHED_IDLE tasks preempted for a
-/// task queued to their CPU, and of those, for a wakeup that ran there
-/// without the agent (run_beside_idle()).
-fn idle_yields(out: &str) -> (u64, u64) {
+/// task queued to their CPU; of those, for a wakeup that ran there without
+/// the agent (run_beside_idle()); and the wakeups that ran on an idle CPU
+/// ahead of the SCHED_IDLE tasks the agent had committed to it
+/// (only_idle_queued()).
+fn idle_yields(out: &str) -> (u64, u64, u64) {
     let n = numbers_after(out, "SCHED_IDLE tasks preempted: ", 2);
-    (n[0], n[1])
+    let ahead = numbers_after(out, "committed to an idle CPU: ", 1);
+    (n[0], n[1], ahead[0])
 }
 
 /// The guest's stdout, once its command exited 0.
@@ -517,15 +520,21 @@ fn rules(mode: &str) {
     // Beside a SCHED_IDLE hog on every CPU, a sleeper's wakeups preempt
     // the hog on their CPU (idle_yields()), in BPF mode on the waker's CPU,
     // in user mode wherever the task is queued; there a wakeup to a CPU
-    // that runs a hog runs without the agent (run_beside_idle()).
+    // that runs a hog runs without the agent (run_beside_idle()), and so
+    // does one to an idle CPU that the agent had committed hogs to
+    // (only_idle_queued()).
     let b = phase("batch");
     assert_eq!(kv(&b, "gmp_exit"), Some("0"), "{b}");
     assert!(kv(&b, "batch_gap_ms").is_some(), "{b}");
     let preempted = match mode {
         BPF => stats(&b).wakeup_preempts,
         _ => {
-            let (preempted, beside) = idle_yields(&b);
+            let (preempted, beside, ahead) = idle_yields(&b);
             assert!(beside > 0, "no wakeup ran beside a SCHED_IDLE task:\n{b}");
+            assert!(
+                ahead > 0,
+                "no wakeup ran ahead of SCHED_IDLE tasks committed to an idle CPU:\n{b}"
+            );
             preempted
         }
     };

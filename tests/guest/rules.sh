@@ -21,7 +21,8 @@ phase pingpong "$GMP_ARGS" "$GMP_LOAD" pingpong --rounds 5000
 # A task that only sleeps, beside a SCHED_IDLE hog on every CPU: each of
 # its timer wakeups preempts the hog on its CPU (idle_yields()); by default
 # (not --go-ready) user mode runs it there without the agent
-# (run_beside_idle()).
+# (run_beside_idle()), and on an idle CPU ahead of the hogs the agent
+# committed to it (only_idle_queued()).
 batch() {
 	local hogs
 	chrt -i 0 stress-ng --cpu "$(nproc)" -t 8 >/dev/null 2>&1 &

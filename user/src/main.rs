@@ -864,7 +864,8 @@ impl<'a> Agent<'a> {
             "CPU hotplug events: {} seen by the BPF layer, {} applied; stuck CPUs: {}; \
              tasks a CPU moved out of its own DSQ: {}; agent runs ahead of a CPU's DSQ: {}; \
              tasks preempted for the agent: {} ({} back with their slice); \
-             SCHED_IDLE tasks preempted: {} ({} for a wakeup without the agent)",
+             SCHED_IDLE tasks preempted: {} ({} for a wakeup without the agent); \
+             wakeups run ahead of the SCHED_IDLE tasks committed to an idle CPU: {}",
             hotplug_count(&self.bpf),
             self.procresize,
             // SAFETY: as in `cpu_hotplugs`.
@@ -880,7 +881,9 @@ impl<'a> Agent<'a> {
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_idle_yields) },
             // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_beside_idle) }
+            unsafe { std::ptr::read_volatile(&bss.nr_beside_idle) },
+            // SAFETY: as in `cpu_hotplugs`.
+            unsafe { std::ptr::read_volatile(&bss.nr_ahead_of_idle) }
         );
         let exit = self.bpf.shutdown_and_report();
         if let Err(e) = &exit {
