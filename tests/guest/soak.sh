@@ -12,6 +12,8 @@ half=$((n / 2))
 sysctl -qw kernel.threads-max=200000 kernel.pid_max=200000
 # A process killed by a signal is named in the kernel log, with the signal.
 sysctl -qw kernel.print-fatal-signals=1
+# Every hung-task warning is printed (the kernel stops at 10 by default).
+sysctl -qw kernel.hung_task_warnings=-1
 # The whole soak takes SECS and a few minutes more (the 60 s one about 3);
 # past twice that plus 6 minutes it has hung.
 hang_guard $((SECS * 2 + 360))
@@ -116,6 +118,9 @@ dmesg | grep -A1 'potentially unexpected fatal signal' | head -n 20 | sed 's/^\[
 # 120 s (a stall that the watchdog does not see: the task is not runnable).
 echo "hung_task_warnings=$(dmesg | grep -c 'blocked for more than')"
 dmesg | grep 'blocked for more than' | head -n 10 | sed 's/^\[[ 0-9.]*\] /hung: /'
+# The first one's kernel stack: what the task waited for.
+dmesg | sed -n '/blocked for more than/,/<\/TASK>/p' | sed '/<\/TASK>/q' |
+	grep -E 'Call Trace|blocked on|^\[[ 0-9.]*\]  [a-z_]' | head -n 16 | sed 's/^\[[ 0-9.]*\] /hung_stack: /'
 stop_guard
 [ "$SCX_GMP" = none ] && exit 0
 stop_gmp /tmp/gmp.log
