@@ -69,7 +69,11 @@ pub struct PolicyOpts {
     /// left of the slice, and wakes no other CPU: on Linux that kick costs
     /// an IPI, or steals the task away from the CPU whose caches hold it.
     /// In user mode the BPF layer does that without a round trip through the
-    /// agent; with this option every wakeup goes through the agent's model.
+    /// agent, and runs a wakeup from a kernel lock (an uninterruptible sleep:
+    /// a mutex, the memory-map lock, I/O) next on the waker's CPU the same
+    /// way, as Go's semaphore hand-off puts the waiter in the releaser's
+    /// runnext; with this option every such wakeup goes through the agent's
+    /// model.
     #[arg(long, global = true)]
     pub go_handoff: bool,
 

@@ -865,7 +865,8 @@ impl<'a> Agent<'a> {
              tasks a CPU moved out of its own DSQ: {}; agent runs ahead of a CPU's DSQ: {}; \
              tasks preempted for the agent: {} ({} back with their slice); \
              SCHED_IDLE tasks preempted: {} ({} for a wakeup without the agent); \
-             wakeups run ahead of the SCHED_IDLE tasks committed to an idle CPU: {}",
+             wakeups run ahead of the SCHED_IDLE tasks committed to an idle CPU: {}; \
+             wakeups from a kernel lock handed off without the agent: {}",
             hotplug_count(&self.bpf),
             self.procresize,
             // SAFETY: as in `cpu_hotplugs`.
@@ -883,7 +884,9 @@ impl<'a> Agent<'a> {
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_beside_idle) },
             // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_ahead_of_idle) }
+            unsafe { std::ptr::read_volatile(&bss.nr_ahead_of_idle) },
+            // SAFETY: as in `cpu_hotplugs`.
+            unsafe { std::ptr::read_volatile(&bss.nr_lock_handoffs) }
         );
         let exit = self.bpf.shutdown_and_report();
         if let Err(e) = &exit {
