@@ -96,6 +96,7 @@ run() {
 	perf-messaging) emit "$w" time_s "$(awk '/Total time/ {print $3}' /tmp/out.txt)" ;;
 	fanout | forkjoin) emit "$w" makespan_ms "$(kv makespan_ms)" ;;
 	pingpong | pingpong-idle) for m in rtt_p50_us rtt_p99_us; do emit "$w" $m "$(kv $m)"; done ;;
+	maplock) emit "$w" ops_per_s "$(kv ops_per_s)" ;;
 	request-*) for m in wake_p50_us wake_p99_us req_p50_us req_p99_us req_per_s; do emit "$w" $m "$(kv $m)"; done ;;
 	cyclictest | cyclictest-idle) cyclic_lat | while read -r m v; do emit "$w" "$m" "$v"; done ;;
 	esac
@@ -148,6 +149,10 @@ for round in $(seq "$reps"); do
 		# cyclictest's timer wakeups (normal priority, so that the scheduler
 		# under test places them) beside a CPU-bound load on every CPU.
 		beside_hogs -o cyclictest cyclictest -m -q -t "$n" -i 1000 -D "$t" -h 100000 --json=/tmp/ct.json
+		# Threads queueing for their process's memory-map lock (woken from
+		# an uninterruptible sleep) while a CPU-bound load keeps every CPU
+		# busy.
+		beside_hogs -o maplock "$bin/examples/gmp-load" maplock --threads $((2 * n)) --secs "$t"
 		# The interactive task beside a batch job: the same ping-pong while
 		# SCHED_IDLE hogs keep every CPU busy (scx_gmp has no priorities).
 		beside_hogs -i pingpong-idle "$bin/examples/gmp-load" pingpong --rounds "$((rounds / 5))"

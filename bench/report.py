@@ -28,7 +28,7 @@ def for_variant(s):
     return NAMES.get(base, base) + " " + " ".join("--" + o for o in opts)
 
 # Metrics where more is better; every other one is better when lower.
-HIGHER_BETTER = {"bogo_ops_per_s", "req_per_s"}
+HIGHER_BETTER = {"bogo_ops_per_s", "req_per_s", "ops_per_s"}
 # The headline metric of each workload, for the plot.
 HEADLINE = {
     "stress-cpu": "bogo_ops_per_s",
@@ -46,6 +46,7 @@ HEADLINE = {
     "request-over": "req_p99_us",
     "cyclictest": "lat_p99_us",
     "cyclictest-idle": "lat_p99_us",
+    "maplock": "ops_per_s",
 }
 COLORS = ["#888888", "#1f77b4", "#17becf", "#ff7f0e", "#2ca02c"]
 
@@ -80,7 +81,7 @@ def table(data, scheds, vm, quick):
         out.append("**Quick smoke run (one short round): not a result.**\n")
     rounds = max((len(v) for v in data.values()), default=0)
     out.append(f"Median of {rounds} round(s), min-max in brackets; the ratio is to EEVDF's median "
-               "(above 1 is better for bogo-ops/s and req/s, below 1 is better for everything else).\n")
+               "(above 1 is better for bogo-ops/s, req/s and ops/s, below 1 is better for everything else).\n")
     out.append("| workload | metric | " + " | ".join(NAMES.get(s, for_variant(s)) for s in scheds) + " |")
     out.append("|---|---|" + "---|" * len(scheds))
     for w, m in rows:

@@ -57,6 +57,18 @@ enum Cmd {
         #[arg(long, default_value_t = 200)]
         leaf_us: u64,
     },
+    /// THREADS threads of one process each map 64 KiB, write to each of
+    /// its pages and unmap it, in a loop, for SECS seconds. Every map and
+    /// unmap takes the process's memory-map lock for writing, so the
+    /// threads queue for it and wake from an uninterruptible sleep, as a
+    /// program's threads do around glibc's thread stacks. Prints the loops
+    /// done per second.
+    Maplock {
+        #[arg(long, default_value_t = 8)]
+        threads: usize,
+        #[arg(long, default_value_t = 5.0)]
+        secs: f64,
+    },
     /// A server: a dispatcher thread hands requests to WORKERS worker
     /// threads (Go: a goroutine per request, or a worker pool). Requests
     /// arrive at LOAD times the CPUs' capacity (LOAD 0.3 is light, 1.5 is
@@ -380,6 +392,51 @@ fn request(workers: usize, think: Duration, load: f64, secs: f64) -> String {
     )
 }
 
+/// One loop of `maplock`: map 64 KiB, write each page, unmap it.
+fn map_touch_unmap() {
+    const LEN: usize = 64 << 10;
+    const PAGE: usize = 4096;
+    // SAFETY: a fresh private anonymous mapping, written only within its
+    // LEN bytes and unmapped before anything else can see it.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            LEN,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED, "mmap failed");
+        for off in (0..LEN).step_by(PAGE) {
+            p.cast::<u8>().add(off).write_volatile(1);
+        }
+        libc::munmap(p, LEN);
+    }
+}
+
+fn maplock(threads: usize, secs: f64) -> String {
+    let d = Duration::from_secs_f64(secs);
+    let t0 = Instant::now();
+    let hs: Vec<_> = (0..threads)
+        .map(|_| {
+            thread::spawn(move || {
+                let mut n = 0u64;
+                while t0.elapsed() < d {
+                    map_touch_unmap();
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let loops: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+    format!(
+        "workload=maplock threads={threads} loops={loops} ops_per_s={:.0}",
+        loops as f64 / t0.elapsed().as_secs_f64()
+    )
+}
+
 fn main() {
     let line = match Opts::parse().cmd {
         Cmd::Fanout {
@@ -388,6 +445,7 @@ fn main() {
             gate,
         } => fanout(threads, Duration::from_millis(busy_ms), gate),
         Cmd::Spin { threads, secs } => spin(threads, secs),
+        Cmd::Maplock { threads, secs } => maplock(threads.max(1), secs),
         Cmd::Pingpong { rounds } => pingpong(rounds.max(1)),
         Cmd::Forkjoin { depth, leaf_us } => forkjoin(depth.min(16), Duration::from_micros(leaf_us)),
         Cmd::Request {

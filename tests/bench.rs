@@ -43,6 +43,7 @@ fn quick_benchmark_produces_a_table() {
         ("request-over", "req_per_s"),
         ("cyclictest", "lat_p99_us"),
         ("cyclictest-idle", "lat_max_us"),
+        ("maplock", "ops_per_s"),
         ("idle", "sched_cpu_ms_per_s"),
     ] {
         let row = table
