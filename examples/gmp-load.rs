@@ -58,8 +58,9 @@ enum Cmd {
         leaf_us: u64,
     },
     /// THREADS threads of one process each map 64 KiB, write to each of
-    /// its pages and unmap it, in a loop, for SECS seconds. Every map and
-    /// unmap takes the process's memory-map lock for writing, so the
+    /// its pages, drop them (madvise), write them again and unmap it, in a
+    /// loop, for SECS seconds. Every map and unmap takes the process's
+    /// memory-map lock for writing and every madvise for reading, so the
     /// threads queue for it and wake from an uninterruptible sleep, as a
     /// program's threads do around glibc's thread stacks. Prints the loops
     /// done per second.
@@ -392,7 +393,9 @@ fn request(workers: usize, think: Duration, load: f64, secs: f64) -> String {
     )
 }
 
-/// One loop of `maplock`: map 64 KiB, write each page, unmap it.
+/// One loop of `maplock`: map 64 KiB and write each page, drop the pages
+/// (madvise, under the memory-map lock for reading, as glibc does with a
+/// finished thread's stack), write them again, and unmap it.
 fn map_touch_unmap() {
     const LEN: usize = 64 << 10;
     const PAGE: usize = 4096;
@@ -408,9 +411,14 @@ fn map_touch_unmap() {
             0,
         );
         assert_ne!(p, libc::MAP_FAILED, "mmap failed");
-        for off in (0..LEN).step_by(PAGE) {
-            p.cast::<u8>().add(off).write_volatile(1);
-        }
+        let touch = || {
+            for off in (0..LEN).step_by(PAGE) {
+                p.cast::<u8>().add(off).write_volatile(1);
+            }
+        };
+        touch();
+        libc::madvise(p, LEN, libc::MADV_DONTNEED);
+        touch();
         libc::munmap(p, LEN);
     }
 }
