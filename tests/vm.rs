@@ -445,9 +445,10 @@ fn rt_hold(mode: &str) {
 
 fn rules(mode: &str) {
     // User mode applies the Go rules with every wakeup through its model;
-    // its defaults skip the model for a sync hand-off, an idle CPU and a
-    // CPU that runs a SCHED_IDLE task (README, "Where Linux differs from
-    // Go"), checked in the batch phase and the last.
+    // its defaults skip the model for a sync hand-off, a wakeup from a
+    // kernel lock, an idle CPU and a CPU that runs a SCHED_IDLE task
+    // (README, "Where Linux differs from Go"), checked in the last three
+    // phases.
     let go_literal = format!("{mode} --go-ready --go-handoff");
     let args = if mode == USER { &go_literal } else { mode };
     let r = guest(&["--cpus", "4"], "rules.sh", &[&gmp_load(), args, mode]);
@@ -539,6 +540,21 @@ fn rules(mode: &str) {
         }
     };
     assert!(preempted > 0, "no SCHED_IDLE task preempted:\n{b}");
+
+    // Beside a CPU hog on every CPU, threads queueing for their memory-map
+    // lock finish; in user mode, by default, a wakeup from that lock runs
+    // next on the waker's CPU without the agent (lock_handoff()).
+    let l = phase("locks");
+    assert_eq!(kv(&l, "gmp_exit"), Some("0"), "{l}");
+    assert!(num(&l, "ops_per_s") > 0, "{l}");
+    if mode == USER {
+        let handed = numbers_after(&l, "handed off without the agent: ", 1);
+        assert!(
+            handed[0] > 0,
+            "no wakeup from a kernel lock handed off:
+{l}"
+        );
+    }
 
     // By default a pipe's sync wakeup runs next on the waker's CPU directly,
     // and in user mode a wakeup that finds an idle CPU runs there; both

@@ -1,7 +1,8 @@
 # rules.sh SCX_GMP GMP_LOAD [ARGS [FAST_ARGS]]: one phase per Go rule, each
 # under a fresh scx_gmp ARGS, printing the workload's result and scx_gmp's
 # final counters; then the wakeup paths that skip Go's queues (a sync
-# hand-off, an idle CPU) under scx_gmp FAST_ARGS (default: ARGS).
+# hand-off, a kernel lock, an idle CPU) under scx_gmp FAST_ARGS (default:
+# ARGS).
 SCX_GMP=$1 GMP_LOAD=$2 GMP_ARGS=${3:-}
 FAST_ARGS=${4-$GMP_ARGS}
 . "$(dirname "$0")/lib.sh"
@@ -32,6 +33,18 @@ batch() {
 	wait "$hogs"
 }
 phase batch "$FAST_ARGS" batch
+# Threads queueing for their process's memory-map lock while a CPU hog
+# runs on every CPU: by default (not --go-handoff) user mode runs a wakeup
+# from that lock next on the waker's CPU without the agent (lock_handoff()).
+locks() {
+	local hogs
+	stress-ng --cpu "$(nproc)" -t 8 >/dev/null 2>&1 &
+	hogs=$!
+	sleep 1
+	"$GMP_LOAD" maplock --threads $((2 * $(nproc))) --secs 3
+	wait "$hogs"
+}
+phase locks "$FAST_ARGS" locks
 # A pipe ping-pong between two threads (sync wakeups within one process,
 # which hand off: across processes BPF mode prefers an idle CPU) and a
 # futex one with idle CPUs.
