@@ -551,8 +551,7 @@ fn rules(mode: &str) {
         let handed = numbers_after(&l, "handed off without the agent: ", 1);
         assert!(
             handed[0] > 0,
-            "no wakeup from a kernel lock handed off:
-{l}"
+            "no wakeup from a kernel lock handed off:\n{l}"
         );
     }
 
