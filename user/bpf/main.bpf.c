@@ -923,6 +923,20 @@ static bool can_direct_dispatch(const struct task_struct *p, s32 cpu)
 }
 
 /*
+ * scx_gmp: whether a wakeup of @p may be placed on the waker's (this) CPU,
+ * as Go's ready() places it in the waker's runnext: not a kernel thread,
+ * no real-time task holding any CPU (fast_paths()), this CPU online and
+ * allowed to @p. Any CPU (the waker's).
+ */
+static bool ready_here(const struct task_struct *p)
+{
+	s32 this_cpu = bpf_get_smp_processor_id();
+
+	return !is_kthread(p) && fast_paths() && !is_offline(this_cpu) &&
+	       bpf_cpumask_test_cpu(this_cpu, p->cpus_ptr);
+}
+
+/*
  * scx_gmp: ready (proc.go ready(), its placement): the CPU a woken task is
  * queued on when it does not run at once on an idle CPU. Go puts it in the
  * waker's runnext, and the agent's model readies a task on the CPU it is
@@ -934,12 +948,7 @@ static bool can_direct_dispatch(const struct task_struct *p, s32 cpu)
  */
 static s32 ready_cpu(const struct task_struct *p, s32 prev_cpu)
 {
-	s32 this_cpu = bpf_get_smp_processor_id();
-
-	if (is_kthread(p) || !fast_paths() || is_offline(this_cpu) ||
-	    !bpf_cpumask_test_cpu(this_cpu, p->cpus_ptr))
-		return prev_cpu;
-	return this_cpu;
+	return ready_here(p) ? bpf_get_smp_processor_id() : prev_cpu;
 }
 
 /*
@@ -1308,15 +1317,13 @@ static bool woke_from_lock(const struct task_struct *p, u64 enq_flags)
  * threads blocked over 30 s) with the hop and 117 s (none) without, in one
  * 4-vCPU boot. Go's hand-off also yields the releaser's P (goyield); here
  * the waker runs on to the end of its slice or its sleep. Not with
- * --go-handoff, or while a real-time task holds any CPU (fast_paths()).
+ * --go-handoff, or where ready_cpu() would not place @p here (ready_here()).
  * Whether it was handed off. Owner only (the waker's CPU).
  */
 static bool lock_handoff(struct task_struct *p, s32 cpu, u64 enq_flags)
 {
 	if (!sync_handoff || cpu != bpf_get_smp_processor_id() ||
-	    !fast_paths() || is_offline(cpu) ||
-	    !bpf_cpumask_test_cpu(cpu, p->cpus_ptr) ||
-	    !woke_from_lock(p, enq_flags))
+	    !ready_here(p) || !woke_from_lock(p, enq_flags))
 		return false;
 	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
 	__sync_fetch_and_add(&nr_lock_handoffs, 1);
