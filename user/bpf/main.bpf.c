@@ -227,6 +227,16 @@ volatile u64 nr_handoffs;
 volatile u64 nr_lock_handoffs;
 
 /*
+ * scx_gmp: per CPU, the lock hand-offs it took since it last called
+ * dispatch(), which resets the count (lock_streak_ok()); past
+ * LOCK_STREAK_MAX of them a lock wakeup goes through the agent, and
+ * @nr_lock_refusals counts those.
+ */
+#define LOCK_STREAK_MAX 61
+u32 lock_streak[MAX_CPUS];
+volatile u64 nr_lock_refusals;
+
+/*
  * scx_gmp: wakeups that found an idle CPU and went straight to it
  * (builtin_idle; off with --go-ready).
  */
@@ -1305,6 +1315,45 @@ static bool woke_from_lock(const struct task_struct *p, u64 enq_flags)
 }
 
 /*
+ * scx_gmp: lock_streak_ok - whether @cpu may take one more lock hand-off,
+ * and if so, counts it. A lock hand-off goes to the local DSQ, which the
+ * kernel runs before it calls dispatch() again, and only dispatch() takes
+ * what waits in this CPU's own DSQ (the agent's decisions, its per-CPU
+ * kernel threads) and runs the agent. So a steady stream of lock wakeups
+ * on a CPU would starve those, the way Go's local queue would starve the
+ * global one without the schedtick%61 check (proc.go findRunnable): past
+ * LOCK_STREAK_MAX hand-offs (at most 61 slices, 610 ms by default, far
+ * inside the 5 s watchdog) the next lock wakeup goes through the agent,
+ * until dispatch() runs here. Owner only (@cpu's own enqueue and
+ * dispatch(), which reset_lock_streak()s).
+ */
+static bool lock_streak_ok(s32 cpu)
+{
+	u32 i = cpu;
+
+	if (i >= MAX_CPUS)
+		return false;
+	if (lock_streak[i] >= LOCK_STREAK_MAX) {
+		__sync_fetch_and_add(&nr_lock_refusals, 1);
+		return false;
+	}
+	lock_streak[i]++;
+	return true;
+}
+
+/*
+ * scx_gmp: reset_lock_streak - @cpu calls dispatch(): what waits in its own
+ * DSQ and the agent get their turn now (lock_streak_ok()). Owner only.
+ */
+static void reset_lock_streak(s32 cpu)
+{
+	u32 i = cpu;
+
+	if (i < MAX_CPUS)
+		lock_streak[i] = 0;
+}
+
+/*
  * scx_gmp: lock_handoff - @p wakes from a kernel lock (woke_from_lock()) on
  * @cpu, the waker's CPU (ready_cpu()), and runs next there, ahead of what
  * the agent committed to it, without a round trip through the agent: Go's
@@ -1317,13 +1366,15 @@ static bool woke_from_lock(const struct task_struct *p, u64 enq_flags)
  * threads blocked over 30 s) with the hop and 117 s (none) without, in one
  * 4-vCPU boot. Go's hand-off also yields the releaser's P (goyield); here
  * the waker runs on to the end of its slice or its sleep. Not with
- * --go-handoff, or where ready_cpu() would not place @p here (ready_here()).
+ * --go-handoff, where ready_cpu() would not place @p here (ready_here()),
+ * or past a streak of them with no dispatch() here (lock_streak_ok()).
  * Whether it was handed off. Owner only (the waker's CPU).
  */
 static bool lock_handoff(struct task_struct *p, s32 cpu, u64 enq_flags)
 {
 	if (!sync_handoff || cpu != bpf_get_smp_processor_id() ||
-	    !ready_here(p) || !woke_from_lock(p, enq_flags))
+	    !ready_here(p) || !woke_from_lock(p, enq_flags) ||
+	    !lock_streak_ok(cpu))
 		return false;
 	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
 	__sync_fetch_and_add(&nr_lock_handoffs, 1);
@@ -1640,6 +1691,8 @@ static bool release_own_dsq(s32 cpu)
 
 void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 {
+	reset_lock_streak(cpu);
+
 	/*
 	 * Consume all tasks from the @dispatched list and immediately
 	 * dispatch them on the target CPU decided by the user-space

@@ -866,7 +866,8 @@ impl<'a> Agent<'a> {
              tasks preempted for the agent: {} ({} back with their slice); \
              SCHED_IDLE tasks preempted: {} ({} for a wakeup without the agent); \
              wakeups run ahead of the SCHED_IDLE tasks committed to an idle CPU: {}; \
-             wakeups from a kernel lock handed off without the agent: {}",
+             wakeups from a kernel lock handed off without the agent: {} \
+             ({} sent to the agent after a streak of them)",
             hotplug_count(&self.bpf),
             self.procresize,
             // SAFETY: as in `cpu_hotplugs`.
@@ -886,7 +887,9 @@ impl<'a> Agent<'a> {
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_ahead_of_idle) },
             // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_lock_handoffs) }
+            unsafe { std::ptr::read_volatile(&bss.nr_lock_handoffs) },
+            // SAFETY: as in `cpu_hotplugs`.
+            unsafe { std::ptr::read_volatile(&bss.nr_lock_refusals) }
         );
         let exit = self.bpf.shutdown_and_report();
         if let Err(e) = &exit {
