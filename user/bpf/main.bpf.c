@@ -46,6 +46,8 @@
 
 #include <scx/percpu.bpf.h>
 #include "intf.h"
+/* scx_gmp: Go's constants (GMP_GLOBAL_EVERY_DFL), defined once there. */
+#include "../../bpf/intf.h"
 /* scx_gmp: kick_cpu(), which never kicks from a CPU going offline. */
 #include "../../bpf/kick.bpf.h"
 #include "../../bpf/idle.bpf.h"
@@ -232,7 +234,7 @@ volatile u64 nr_lock_handoffs;
  * LOCK_STREAK_MAX of them a lock wakeup goes through the agent, and
  * @nr_lock_refusals counts those.
  */
-#define LOCK_STREAK_MAX 61
+#define LOCK_STREAK_MAX GMP_GLOBAL_EVERY_DFL
 u32 lock_streak[MAX_CPUS];
 volatile u64 nr_lock_refusals;
 
@@ -1322,10 +1324,10 @@ static bool woke_from_lock(const struct task_struct *p, u64 enq_flags)
  * kernel threads) and runs the agent. So a steady stream of lock wakeups
  * on a CPU would starve those, the way Go's local queue would starve the
  * global one without the schedtick%61 check (proc.go findRunnable): past
- * LOCK_STREAK_MAX hand-offs (at most 61 slices, 610 ms by default, far
- * inside the 5 s watchdog) the next lock wakeup goes through the agent,
- * until dispatch() runs here. Owner only (@cpu's own enqueue and
- * dispatch(), which reset_lock_streak()s).
+ * LOCK_STREAK_MAX hand-offs (Go's 61: with 10 ms slices, about 610 ms,
+ * far inside the 30 s watchdog, GMP_TIMEOUT_MS) the next lock wakeup goes
+ * through the agent until dispatch() runs here. Owner only (@cpu's own
+ * enqueue and dispatch(), which reset_lock_streak()s).
  */
 static bool lock_streak_ok(s32 cpu)
 {
