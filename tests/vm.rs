@@ -547,12 +547,14 @@ fn rules(mode: &str) {
     let l = phase("locks");
     assert_eq!(kv(&l, "gmp_exit"), Some("0"), "{l}");
     assert!(num(&l, "ops_per_s") > 0, "{l}");
+    let m = stats(&l);
     if mode == USER {
-        let handed = numbers_after(&l, "handed off without the agent: ", 1);
         assert!(
-            handed[0] > 0,
+            m.lock_handoffs > 0,
             "no wakeup from a kernel lock handed off:\n{l}"
         );
+    } else {
+        assert_eq!(m.lock_handoffs + m.lock_refusals, 0, "{l}");
     }
 
     // By default a pipe's sync wakeup runs next on the waker's CPU directly,

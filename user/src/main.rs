@@ -801,6 +801,9 @@ impl<'a> Agent<'a> {
         m.handoffs = b.nr_handoffs;
         // And wakeups that found an idle CPU.
         m.idle_places = b.nr_idle_places;
+        // And wakeups from a kernel lock, up to a streak of them.
+        m.lock_handoffs = b.nr_lock_handoffs;
+        m.lock_refusals = b.nr_lock_refusals;
         m
     }
 
@@ -865,9 +868,7 @@ impl<'a> Agent<'a> {
              tasks a CPU moved out of its own DSQ: {}; agent runs ahead of a CPU's DSQ: {}; \
              tasks preempted for the agent: {} ({} back with their slice); \
              SCHED_IDLE tasks preempted: {} ({} for a wakeup without the agent); \
-             wakeups run ahead of the SCHED_IDLE tasks committed to an idle CPU: {}; \
-             wakeups from a kernel lock handed off without the agent: {} \
-             ({} sent to the agent after a streak of them)",
+             wakeups run ahead of the SCHED_IDLE tasks committed to an idle CPU: {}",
             hotplug_count(&self.bpf),
             self.procresize,
             // SAFETY: as in `cpu_hotplugs`.
@@ -885,11 +886,7 @@ impl<'a> Agent<'a> {
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_beside_idle) },
             // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_ahead_of_idle) },
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_lock_handoffs) },
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_lock_refusals) }
+            unsafe { std::ptr::read_volatile(&bss.nr_ahead_of_idle) }
         );
         let exit = self.bpf.shutdown_and_report();
         if let Err(e) = &exit {
