@@ -205,6 +205,12 @@ pub struct AgentOpts {
     /// kernel's watchdog ejects the scheduler (the test of that path).
     #[arg(long, hide = true, value_name = "COMM", value_parser = comm_name)]
     pub debug_stall_comm: Option<String>,
+
+    /// Testing only: user mode takes at most N wakeups from a kernel lock on
+    /// a CPU between two of that CPU's dispatch() calls, instead of Go's 61,
+    /// so that a test can see the bound act.
+    #[arg(long, hide = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub debug_lock_streak: Option<u32>,
 }
 
 /// A task's command name: 1 to 15 bytes (TASK_COMM_LEN less its NUL).
@@ -223,6 +229,12 @@ impl AgentOpts {
             comm[..name.len()].copy_from_slice(name.as_bytes());
         }
         comm
+    }
+
+    /// User mode's bound on lock hand-offs between two dispatch() calls.
+    pub fn lock_streak_max(&self) -> u32 {
+        self.debug_lock_streak
+            .unwrap_or(gmp_defaults_GMP_GLOBAL_EVERY_DFL)
     }
 }
 

@@ -231,10 +231,10 @@ volatile u64 nr_lock_handoffs;
 /*
  * scx_gmp: per CPU, the lock hand-offs it took since it last called
  * dispatch(), which resets the count (lock_streak_ok()); past
- * LOCK_STREAK_MAX of them a lock wakeup goes through the agent, and
- * @nr_lock_refusals counts those.
+ * @lock_streak_max of them (Go's 61; a test sets fewer) a lock wakeup goes
+ * through the agent, and @nr_lock_refusals counts those.
  */
-#define LOCK_STREAK_MAX GMP_GLOBAL_EVERY_DFL
+const volatile u32 lock_streak_max = GMP_GLOBAL_EVERY_DFL;
 u32 lock_streak[MAX_CPUS];
 volatile u64 nr_lock_refusals;
 
@@ -1324,7 +1324,7 @@ static bool woke_from_lock(const struct task_struct *p, u64 enq_flags)
  * kernel threads) and runs the agent. So a steady stream of lock wakeups
  * on a CPU would starve those, the way Go's local queue would starve the
  * global one without the schedtick%61 check (proc.go findRunnable): past
- * LOCK_STREAK_MAX hand-offs (Go's 61: with 10 ms slices, about 610 ms,
+ * @lock_streak_max hand-offs (Go's 61: with 10 ms slices, about 610 ms,
  * far inside the 30 s watchdog, GMP_TIMEOUT_MS) the next lock wakeup goes
  * through the agent until dispatch() runs here. Owner only (@cpu's own
  * enqueue and dispatch(), which reset_lock_streak()s).
@@ -1335,7 +1335,7 @@ static bool lock_streak_ok(s32 cpu)
 
 	if (i >= MAX_CPUS)
 		return false;
-	if (lock_streak[i] >= LOCK_STREAK_MAX) {
+	if (lock_streak[i] >= lock_streak_max) {
 		__sync_fetch_and_add(&nr_lock_refusals, 1);
 		return false;
 	}

@@ -221,6 +221,7 @@ impl<'cb> BpfScheduler<'cb> {
         slice_ns: u64,
         idle_slice_ns: u64,
         sync_handoff: bool,
+        lock_streak_max: u32,
         agent_kick: bool,
         name: &str,
     ) -> Result<Self> {
@@ -279,6 +280,7 @@ impl<'cb> BpfScheduler<'cb> {
         skel.maps.rodata_data.as_mut().unwrap().idle_slice_ns = idle_slice_ns;
         skel.maps.rodata_data.as_mut().unwrap().debug = debug;
         skel.maps.rodata_data.as_mut().unwrap().sync_handoff = sync_handoff;
+        skel.maps.rodata_data.as_mut().unwrap().lock_streak_max = lock_streak_max;
         skel.maps.rodata_data.as_mut().unwrap().agent_kick = agent_kick;
         let _ = Self::set_scx_ops_name(&mut skel.struct_ops.rustland_mut().name, name);
 

@@ -368,13 +368,14 @@ impl<'a> Agent<'a> {
             open_object,
             None,
             agent.exit_dump_len,
-            false,         // partial: schedule every task
-            agent.verbose, // debug
-            idle_wakeups,  // builtin_idle: a wakeup that finds an idle CPU runs there
-            false,         // numa_local
+            false,                   // partial: schedule every task
+            agent.verbose,           // debug
+            idle_wakeups,            // builtin_idle: a wakeup that finds an idle CPU runs there
+            false,                   // numa_local
             slice_ns,      // slice of tasks the BPF layer places itself (per-CPU kthreads)
             idle_slice_ns, // a SCHED_IDLE task's longest slice (0: slice_ns)
             sync_handoff,  // a sync wakeup runs next on the waker's CPU, as runnext does
+            agent.lock_streak_max(), // lock hand-offs per CPU between two dispatch() calls
             agent_kick,    // a wakeup for the agent preempts its CPU's task for the agent
             "gmp_user",
         )?;
