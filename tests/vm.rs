@@ -553,13 +553,10 @@ fn rules(mode: &str) {
             m.lock_handoffs > 0,
             "no wakeup from a kernel lock handed off:\n{l}"
         );
-    } else {
-        assert_eq!(m.lock_handoffs + m.lock_refusals, 0, "{l}");
-    }
-    // User mode's bound on those hand-offs, cut to 1 between two dispatch()
-    // calls on a CPU (--debug-lock-streak): the wakeups past it go through
-    // the agent (lock_streak_ok()), and the threads still finish.
-    if mode == USER {
+        // User mode's bound on those hand-offs, cut to 1 between two
+        // dispatch() calls on a CPU (--debug-lock-streak): the wakeups past
+        // it go through the agent (lock_streak_ok()), and the threads still
+        // finish.
         let s = phase("streak");
         assert_eq!(kv(&s, "gmp_exit"), Some("0"), "{s}");
         assert!(num(&s, "ops_per_s") > 0, "{s}");
@@ -569,6 +566,8 @@ fn rules(mode: &str) {
             "no lock wakeup sent to the agent past a streak of 1:\n{s}"
         );
         assert!(m.lock_handoffs > 0, "{s}");
+    } else {
+        assert_eq!(m.lock_handoffs + m.lock_refusals, 0, "{l}");
     }
 
     // By default a pipe's sync wakeup runs next on the waker's CPU directly,
