@@ -88,6 +88,7 @@ enum gmp_stat {
 	GMP_STAT_WAKEP_LATE,	/* delayed wakep()s whose task still waited */
 	GMP_STAT_LOCK_HANDOFF,	/* user mode: kernel-lock wakeups run next on the waker's CPU */
 	GMP_STAT_LOCK_REFUSED,	/* user mode: kernel-lock wakeups sent to the agent after a streak */
+	GMP_STAT_RELEASED,	/* tasks a CPU on its way offline could not run, given up */
 	GMP_NR_STATS,
 };
 
@@ -130,6 +131,9 @@ struct gmp_cpu {
 	/* A victim's runnext was left alone for being younger than the grace:
 	 * look again before idling for long. Owner only. */
 	unsigned int young_runnext;
+	/* This dispatch found the CPU inactive, on its way offline: it may
+	 * not run a task from another CPU (take_batch()). Owner only. */
+	unsigned int inactive;
 	/* A higher class (RT, deadline) holds this CPU, Go's P in a syscall,
 	 * from cpu_release to cpu_acquire, or it is offline. Changed only by
 	 * set_held (atomically, with nr_held); read by any CPU, a hint. */
@@ -181,6 +185,7 @@ enum gmp_why {
 	GMP_WHY_RECHECK,	/* kick: itself, to look at a young runnext again */
 	GMP_WHY_HANDOFF,	/* handoffp: from a CPU a real-time task holds, to the GRQ */
 	GMP_WHY_PREEMPT,	/* preempted by a wakeup (--wakeup-preempt-us): runs next */
+	GMP_WHY_PROCRESIZE,	/* procresize: from a CPU on its way offline, to the GRQ */
 	GMP_NR_WHY,
 };
 

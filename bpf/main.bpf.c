@@ -699,6 +699,90 @@ static __always_inline void ev_pick(u32 from, s32 cpu, s32 pid, s32 n, s32 want,
 #define LRQ_LOOKS 3
 
 /*
+ * A CPU on its way offline is first made inactive; the kernel then waits
+ * for an RCU grace period, and only after that calls gmp_cpu_offline(). In
+ * between the CPU still dispatches, but may not run a task from another
+ * CPU: a move to its local DSQ puts the task on the kernel's global DSQ
+ * instead (SCX_EV_DISPATCH_LOCAL_DSQ_OFFLINE), which every CPU serves
+ * before its own queues, and a pull from its own DSQs skips such a task.
+ * take_batch() used to queue the rest of a GRQ batch or a steal on its
+ * LRQ, where no CPU took them while the others were busy; with RCU's
+ * grace-period kthread or a task preempted in a read-side section among
+ * them, the grace period never ended, the hotplug never reached
+ * gmp_cpu_offline(), and RCU stalled (CI's lifecycle test, with CPU 1
+ * going off and on under load: a task waited 21 s). So a CPU that finds
+ * itself inactive takes nothing more in this dispatch, and gives its LRQ
+ * to the GRQ (release_lrq()): procresize's move of a destroyed P's queue,
+ * done early. Owner only.
+ */
+static void set_inactive(s32 cpu)
+{
+	struct gmp_cpu *c = cpu_ctx(cpu);
+
+	if (c)
+		c->inactive = 1;
+	stat_add(GMP_STAT_RELEASED, 1);
+	wakep();
+}
+
+/*
+ * Move up to @want tasks that may run on @cpu from DSQ @src: the first to run
+ * now, the rest to @cpu's LRQ tail. Returns how many moved; 0 if the first
+ * went to the kernel's global DSQ instead (@cpu is inactive: set_inactive()).
+ */
+__hidden s32 take_batch(s32 cpu, u64 src, s32 want)
+{
+	s32 *got = loop_counter();
+	struct task_struct *p;
+	s32 local = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL);
+
+	if (!got)
+		return 0;
+	*got = 0;
+	bpf_for_each(scx_dsq, p, src, 0) {
+		if (*got >= want)
+			break;
+		if (!may_run(p, cpu))
+			continue;
+		scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, slice_ns);
+		if (!scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, *got ? lrq_dsq(cpu) : SCX_DSQ_LOCAL, 0))
+			continue;
+		if (!*got && scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) <= local) {
+			set_inactive(cpu);
+			return 0;
+		}
+		(*got)++;
+	}
+	return *got;
+}
+
+/*
+ * release_lrq: @cpu's LRQ holds tasks that @cpu could not take (inactive,
+ * see set_inactive(); or a task whose migration is disabled on another
+ * CPU): they go to the GRQ tail, in order, where any CPU may take them,
+ * and wakep() finds them a CPU. Owner only.
+ */
+__hidden void release_lrq(s32 cpu)
+{
+	s32 *moved = loop_counter();
+	struct task_struct *p;
+
+	if (!moved)
+		return;
+	*moved = 0;
+	bpf_for_each(scx_dsq, p, lrq_dsq(cpu), 0) {
+		ev_put(GMP_PUT_GRQ, GMP_WHY_PROCRESIZE, -1, p,
+		       scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) + 1);
+		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, GMP_DSQ_GRQ, 0))
+			(*moved)++;
+	}
+	stat_add(GMP_STAT_RELEASED, *moved);
+	stat_add(GMP_STAT_GLOBAL_PUT, *moved);
+	if (*moved)
+		wakep();
+}
+
+/*
  * runqget: proc.go runqget - runnext first (inherits the slice), then the LRQ
  * head. A runnext task whose inherited slice sysmon has already retaken goes
  * to the GRQ instead: a ping-pong pair cannot hold a CPU beyond one slice.
@@ -771,6 +855,8 @@ static bool runqget(s32 cpu, struct gmp_cpu *c)
 	}
 	if (trace_on)
 		c->seen_lrq = queued > 0 ? -queued : 0;
+	if (queued > 0)
+		release_lrq(cpu);
 	return false;
 }
 
@@ -778,30 +864,6 @@ static bool runqget(s32 cpu, struct gmp_cpu *c)
 static bool globrunqget(void)
 {
 	return scx_bpf_dsq_move_to_local(GMP_DSQ_GRQ, 0);
-}
-
-/*
- * Move up to @want tasks that may run on @cpu from DSQ @src: the first to run
- * now, the rest to @cpu's LRQ tail. Returns how many moved.
- */
-__hidden s32 take_batch(s32 cpu, u64 src, s32 want)
-{
-	s32 *got = loop_counter();
-	struct task_struct *p;
-
-	if (!got)
-		return 0;
-	*got = 0;
-	bpf_for_each(scx_dsq, p, src, 0) {
-		if (*got >= want)
-			break;
-		if (!may_run(p, cpu))
-			continue;
-		scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, slice_ns);
-		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, *got ? lrq_dsq(cpu) : SCX_DSQ_LOCAL, 0))
-			(*got)++;
-	}
-	return *got;
 }
 
 /*
@@ -917,6 +979,7 @@ __hidden bool runqsteal(s32 cpu, s32 victim, bool stealnext, u32 round)
  */
 __hidden bool steal_work(s32 cpu)
 {
+	struct gmp_cpu *c = cpu_ctx(cpu);
 	bool found = false;
 	u32 round, k;
 
@@ -941,8 +1004,10 @@ __hidden bool steal_work(s32 cpu)
 				found = true;
 				break;
 			}
+			if (c && c->inactive)
+				break;
 		}
-		if (found)
+		if (found || (c && c->inactive))
 			break;
 	}
 	return found;
@@ -1097,6 +1162,8 @@ static bool find_runnable(s32 cpu, struct gmp_cpu *c, bool prev_queued)
 	}
 	if (runqget(cpu, c) || globrunqgetbatch(cpu))
 		return true;
+	if (c->inactive)
+		return false;
 	/*
 	 * A running task whose slice ended is, in Go, on the GRQ tail, where
 	 * the batch above would have found it: Go does not steal then. Here it
@@ -1431,6 +1498,7 @@ void BPF_STRUCT_OPS(gmp_dispatch, s32 cpu, struct task_struct *prev)
 	runqputslow_flush(cpu);
 	retake(cpu);
 	c->young_runnext = 0;
+	c->inactive = 0;
 	found = find_runnable(cpu, c, prev && (prev->scx.flags & SCX_TASK_QUEUED));
 	if (stop_spinning(cpu, c)) {
 		if (found) {
@@ -1649,6 +1717,31 @@ void BPF_STRUCT_OPS(gmp_exit, struct scx_exit_info *ei)
 	UEI_RECORD(uei, ei);
 }
 
+/*
+ * Our part of sched_ext's dump when the scheduler exits on an error (the
+ * agent prints it): the GRQ, and each P's queues and state, so that a stall
+ * shows where the task that waited was left.
+ */
+void BPF_STRUCT_OPS(gmp_dump, struct scx_dump_ctx *dctx)
+{
+	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
+	u32 i;
+
+	scx_bpf_dump("gmp: grq=%d nmspinning=%llu nr_held=%u\n",
+		     scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ), nmspinning, nr_held);
+	bpf_for(i, 0, nr_cpus) {
+		struct gmp_cpu *c = cpu_ctx(i);
+
+		if (!c)
+			break;
+		scx_bpf_dump("gmp: cpu%u runnext=%d lrq=%d held=%u spinning=%d idle=%d released=%llu\n",
+			     i, scx_bpf_dsq_nr_queued(runnext_dsq(i)),
+			     scx_bpf_dsq_nr_queued(lrq_dsq(i)), c->held, is_spinning(c),
+			     bpf_cpumask_test_cpu(i, idle), c->stats[GMP_STAT_RELEASED]);
+	}
+	scx_bpf_put_idle_cpumask(idle);
+}
+
 /* snapshot: run by the agent (BPF_PROG_RUN) to read the queue lengths. */
 SEC("syscall")
 int snapshot(void *ctx)
@@ -1687,5 +1780,6 @@ SCX_OPS_DEFINE(gmp_ops,
 	       .disable = (void *)gmp_disable,
 	       .init = (void *)gmp_init,
 	       .exit = (void *)gmp_exit,
+	       .dump = (void *)gmp_dump,
 	       .timeout_ms = GMP_TIMEOUT_MS,
 	       .name = "gmp");

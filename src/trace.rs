@@ -50,8 +50,18 @@ const PICKS: [&str; gmp_pick_GMP_NR_PICK as usize] = [
 ];
 const MOVES: [&str; gmp_move_GMP_NR_MOVE as usize] = ["kicked", "overflow", "pending"];
 const WHYS: [&str; gmp_why_GMP_NR_WHY as usize] = [
-    "wake", "expire", "yield", "requeue", "retake", "wakep", "owner", "affinity", "recheck",
-    "handoff", "preempt",
+    "wake",
+    "expire",
+    "yield",
+    "requeue",
+    "retake",
+    "wakep",
+    "owner",
+    "affinity",
+    "recheck",
+    "handoff",
+    "preempt",
+    "procresize",
 ];
 
 /// One decision, as `struct gmp_event` in `bpf/intf.h` describes each field.

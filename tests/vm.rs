@@ -623,6 +623,8 @@ fn watchdog(mode: &str) {
         "{out}"
     );
     assert!(reason.contains("gmp-stallme"), "{out}");
+    // The dump names each CPU's queues (the `dump` callback of each mode).
+    assert_eq!(num(out, "dump_cpus"), num(out, "nproc"), "{out}");
 }
 
 /// The soak: GMP_SOAK_SECS (default 60; the README's 10-minute run sets

@@ -1,7 +1,8 @@
 # watchdog.sh SCX_GMP [ARGS]: a task the scheduler never runs (the hidden
 # --debug-stall-comm) must make the kernel's watchdog eject it, and scx_gmp
 # must print the kernel's reason and exit 1. SCX_TIMEOUT_MS shortens the
-# watchdog to 3 s for the test.
+# watchdog to 3 s for the test. The kernel's dump carries our own lines, a
+# "gmp: cpuN ..." line with each CPU's queues.
 SCX_GMP=$1 GMP_ARGS=${2:-}
 . "$(dirname "$0")/lib.sh"
 cp "$(command -v sleep)" /tmp/gmp-stallme
@@ -13,3 +14,4 @@ echo "gmp_exit=$?"
 echo "state_after=$(wait_state disabled 30 >/dev/null; cat $STATE)"
 wait && echo "stalled_task_finished=yes"
 grep -m1 'error' /tmp/gmp.log | sed 's/^/reason: /'
+echo "dump_cpus=$(grep -c '^gmp: cpu[0-9]' /tmp/gmp.log) nproc=$(nproc)"

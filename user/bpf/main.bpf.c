@@ -1693,6 +1693,8 @@ static bool release_own_dsq(s32 cpu)
 
 void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 {
+	s32 own;
+
 	reset_lock_streak(cpu);
 
 	/*
@@ -1738,8 +1740,23 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 			dsq_takes[cpu]++;
 		return;
 	}
-	if (scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu)) > 0 && release_own_dsq(cpu))
-		return;
+	own = scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu));
+	if (own > 0) {
+		bool ran = release_own_dsq(cpu);
+
+		/*
+		 * A CPU that gives up its DSQ's tasks serves that DSQ: it is
+		 * not stuck (find_stuck()). The agent goes on sending it tasks
+		 * while the kernel waits for the grace period; a wait that
+		 * spans two of the timer's looks would count it stuck though
+		 * it gave every task up (one CI run counted 1 stuck CPU beside
+		 * 44 released tasks).
+		 */
+		if (scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu)) < own && cpu >= 0 && cpu < MAX_CPUS)
+			dsq_takes[cpu]++;
+		if (ran)
+			return;
+	}
 
 	/*
 	 * Consume a task from the shared DSQ.

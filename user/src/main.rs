@@ -805,6 +805,8 @@ impl<'a> Agent<'a> {
         // And wakeups from a kernel lock, up to a streak of them.
         m.lock_handoffs = b.nr_lock_handoffs;
         m.lock_refusals = b.nr_lock_refusals;
+        // And the tasks a CPU on its way offline moved out of its own DSQ.
+        m.released = b.nr_released;
         m
     }
 
