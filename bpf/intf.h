@@ -83,12 +83,12 @@ enum gmp_stat {
 	GMP_STAT_GLOBAL_AGED,	/* GRQ heads taken first for having waited too long */
 	GMP_STAT_IDLE_WAKE,	/* wakeups an idle CPU ran itself, with no wakep() */
 	GMP_STAT_PROCRESIZE,	/* procresize: a CPU went offline or came online */
+	GMP_STAT_RELEASED,	/* tasks a CPU on its way offline could not run, given up */
 	GMP_STAT_IDLE_PLACE,	/* wakeups run at once on an idle CPU (user mode; --ready-idle) */
 	GMP_STAT_WAKEUP_PREEMPT, /* wakeups that preempted the running task */
 	GMP_STAT_WAKEP_LATE,	/* delayed wakep()s whose task still waited */
 	GMP_STAT_LOCK_HANDOFF,	/* user mode: kernel-lock wakeups run next on the waker's CPU */
 	GMP_STAT_LOCK_REFUSED,	/* user mode: kernel-lock wakeups sent to the agent after a streak */
-	GMP_STAT_RELEASED,	/* tasks a CPU on its way offline could not run, given up */
 	GMP_NR_STATS,
 };
 
