@@ -757,28 +757,41 @@ __hidden s32 take_batch(s32 cpu, u64 src, s32 want)
 }
 
 /*
- * release_lrq: @cpu's LRQ holds tasks that @cpu could not take (inactive,
- * see set_inactive(); or a task whose migration is disabled on another
- * CPU): they go to the GRQ tail, in order, where any CPU may take them,
- * and wakep() finds them a CPU. Owner only.
+ * Move the tasks in DSQ @dsq to the GRQ tail, in order, each traced as put
+ * there for @why; with @keep_pinned, those that may run on one CPU only
+ * stay. Returns how many moved. For handoffp() and release_lrq(). Any CPU.
  */
-__hidden void release_lrq(s32 cpu)
+__hidden s32 dsq_to_grq(u64 dsq, u32 why, bool keep_pinned)
 {
 	s32 *moved = loop_counter();
 	struct task_struct *p;
 
 	if (!moved)
-		return;
+		return 0;
 	*moved = 0;
-	bpf_for_each(scx_dsq, p, lrq_dsq(cpu), 0) {
-		ev_put(GMP_PUT_GRQ, GMP_WHY_PROCRESIZE, -1, p,
-		       scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) + 1);
+	bpf_for_each(scx_dsq, p, dsq, 0) {
+		if (keep_pinned && is_pinned(p))
+			continue;
+		ev_put(GMP_PUT_GRQ, why, -1, p, scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) + 1);
 		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, GMP_DSQ_GRQ, 0))
 			(*moved)++;
 	}
-	stat_add(GMP_STAT_RELEASED, *moved);
 	stat_add(GMP_STAT_GLOBAL_PUT, *moved);
-	if (*moved)
+	return *moved;
+}
+
+/*
+ * release_lrq: @cpu's LRQ holds tasks that @cpu could not take (inactive,
+ * see set_inactive(); or a task whose migration is disabled on another
+ * CPU): they go to the GRQ tail, in order, where any CPU may take them,
+ * and wakep() finds them a CPU. Owner only.
+ */
+static void release_lrq(s32 cpu)
+{
+	s32 moved = dsq_to_grq(lrq_dsq(cpu), GMP_WHY_PROCRESIZE, false);
+
+	stat_add(GMP_STAT_RELEASED, moved);
+	if (moved)
 		wakep();
 }
 
@@ -1005,9 +1018,9 @@ __hidden bool steal_work(s32 cpu)
 				break;
 			}
 			if (c && c->inactive)
-				break;
+				return false;
 		}
-		if (found || (c && c->inactive))
+		if (found)
 			break;
 	}
 	return found;
@@ -1024,30 +1037,14 @@ __hidden bool steal_work(s32 cpu)
  */
 __hidden void handoffp(s32 victim)
 {
-	s32 *moved = loop_counter();
-	struct task_struct *p;
-	u32 i;
+	s32 moved;
 
-	if (!moved)
-		return;
 	runnext_flush(victim);
 	runqputslow_flush(victim);
-	*moved = 0;
 	/* runnext, then the LRQ: the order Go's queues would be read in. */
-	bpf_for(i, 0, 2) {
-		u64 dsq = i ? lrq_dsq(victim) : runnext_dsq(victim);
-
-		bpf_for_each(scx_dsq, p, dsq, 0) {
-			if (is_pinned(p))
-				continue;
-			ev_put(GMP_PUT_GRQ, GMP_WHY_HANDOFF, -1, p,
-			       scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) + 1);
-			if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, GMP_DSQ_GRQ, 0))
-				(*moved)++;
-		}
-	}
-	stat_add(GMP_STAT_RETAKE_TASKS, *moved);
-	stat_add(GMP_STAT_GLOBAL_PUT, *moved);
+	moved = dsq_to_grq(runnext_dsq(victim), GMP_WHY_HANDOFF, true);
+	moved += dsq_to_grq(lrq_dsq(victim), GMP_WHY_HANDOFF, true);
+	stat_add(GMP_STAT_RETAKE_TASKS, moved);
 }
 
 /*

@@ -161,8 +161,9 @@ u64 held_at[MAX_CPUS];
 volatile u64 nr_held, nr_syscall, nr_retake_cpus, nr_retake;
 
 /*
- * scx_gmp: stuck CPUs. @dsq_takes[cpu] counts the tasks @cpu took from its
- * own DSQ (owner only), and @dsq_takes_seen[cpu] is that count at the
+ * scx_gmp: stuck CPUs. @dsq_takes[cpu] counts the times @cpu took a task
+ * from its own DSQ, or gave some up (release_own_dsq()) (owner only), and
+ * @dsq_takes_seen[cpu] is that count at the
  * timer's last look. A CPU whose DSQ held tasks at two looks a second
  * apart, and which took none of them between, is stuck: @cpu_stuck[cpu] is
  * 1 and the other CPUs take what its DSQ holds, until it takes one again
