@@ -5,6 +5,7 @@ Input lines: "<round> <scheduler> <workload> <metric> <value>".
 Output: OUTDIR/latest.md and OUTDIR/latest.svg.
 """
 import argparse
+import os
 import statistics
 import sys
 from collections import defaultdict
@@ -73,7 +74,23 @@ def fmt(x):
     return f"{x:.3g}"
 
 
-def table(data, scheds, vm, quick):
+def load_died(path):
+    """bench/guest.sh's died.txt beside the results: "<round> <scheduler>
+    <why>" for each peer that did not survive a round (and sat out the
+    rest)."""
+    try:
+        lines = open(path).read().splitlines()
+    except FileNotFoundError:
+        return []
+    return [tuple(l.split(" ", 2)) for l in lines if len(l.split(" ", 2)) == 3]
+
+
+def died_notes(died, reps):
+    return [f"**{NAMES.get(s, s)} did not survive round {r} of {reps}** ({why}): its numbers are from "
+            f"the {int(r) - 1} round(s) before, and it sat out the rest.\n" for r, s, why in died]
+
+
+def table(data, scheds, vm, quick, died=()):
     rows = sorted({(w, m) for (w, m, _) in data}, key=lambda k: (list(HEADLINE).index(k[0]) if k[0] in HEADLINE else 99, k[1]))
     out = []
     out.append(f"VM: {vm}. Emulated timings compare only within one run.\n")
@@ -82,6 +99,7 @@ def table(data, scheds, vm, quick):
     rounds = max((len(v) for v in data.values()), default=0)
     out.append(f"Median of {rounds} round(s), min-max in brackets; the ratio is to EEVDF's median "
                "(above 1 is better for bogo-ops/s, req/s and ops/s, below 1 is better for everything else).\n")
+    out.extend(died_notes(died, rounds))
     out.append("| workload | metric | " + " | ".join(NAMES.get(s, for_variant(s)) for s in scheds) + " |")
     out.append("|---|---|" + "---|" * len(scheds))
     for w, m in rows:
@@ -183,6 +201,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
     data = load(a.results)
+    died = load_died(os.path.join(os.path.dirname(a.results), "died.txt"))
     if not data:
         sys.exit(f"bench/report.py: error: no results in {a.results}")
     seen = []
@@ -192,7 +211,7 @@ def main():
     # The known schedulers in their order, then variants (gmp+OPTION) as run.
     scheds = [s for s in ORDER if s in seen] + sorted(s for s in seen if s not in ORDER)
     name = "quick" if a.quick else "latest"
-    open(f"{a.outdir}/{name}.md", "w").write(table(data, scheds, a.vm, a.quick))
+    open(f"{a.outdir}/{name}.md", "w").write(table(data, scheds, a.vm, a.quick, died))
     open(f"{a.outdir}/{name}.svg", "w").write(svg(data, scheds, a.vm))
     print(open(f"{a.outdir}/{name}.md").read())
 

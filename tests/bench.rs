@@ -82,3 +82,49 @@ fn quick_benchmark_produces_a_table() {
     let svg = std::fs::read_to_string(repo.join("target/bench/quick.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("<rect"), "{svg}");
 }
+
+/// A peer that was ejected in round 2 (bench/guest.sh drops that round's
+/// numbers and writes died.txt): the report names it and why, and its
+/// column holds round 1 only, while the other schedulers have both rounds.
+#[test]
+fn report_names_a_peer_that_died() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-died");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut results = String::new();
+    for round in 1..=2 {
+        for (sched, v) in [("eevdf", 10), ("gmp", 8)] {
+            results += &format!("{round} {sched} perf-pipe usecs_per_op {}\n", v + round);
+        }
+    }
+    results += "1 bpfland perf-pipe usecs_per_op 20\n";
+    std::fs::write(dir.join("results.txt"), results).unwrap();
+    std::fs::write(
+        dir.join("died.txt"),
+        "2 bpfland EXIT: runnable task stall (khugepaged[55] failed to run for 6.848s) on CPU 1\n",
+    )
+    .unwrap();
+    let out = Command::new("python3")
+        .arg(repo.join("bench/report.py"))
+        .arg(dir.join("results.txt"))
+        .arg(&dir)
+        .output()
+        .expect("cannot run python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = std::fs::read_to_string(dir.join("latest.md")).unwrap();
+    assert!(
+        table.contains("**scx_bpfland did not survive round 2 of 2** (EXIT: runnable task stall"),
+        "{table}"
+    );
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("| perf-pipe | usecs_per_op |"))
+        .unwrap_or_else(|| panic!("no perf-pipe row:\n{table}"));
+    assert!(row.contains("| 20.0 [20.0-20.0] ×1.74 |"), "{row}");
+    assert!(row.contains("| 9.5 [9-10.0] ×0.83 |"), "{row}");
+}
