@@ -75,10 +75,16 @@ fn kv<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 /// The scheduler's stats record that a guest script printed as
 /// `stats_json=...` (`scx_gmp --monitor --json`, see tests/guest/lib.sh).
 fn stats(text: &str) -> Metrics {
+    stats_named(text, "stats_json")
+}
+
+/// The stats record a guest script printed as `NAME=...` (`stats_json NAME`).
+fn stats_named(text: &str, name: &str) -> Metrics {
+    let prefix = format!("{name}=");
     let json = text
         .lines()
-        .find_map(|l| l.strip_prefix("stats_json="))
-        .unwrap_or_else(|| panic!("no stats_json= line in:\n{text}"));
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("no {prefix} line in:\n{text}"));
     serde_json::from_str(json).unwrap_or_else(|e| panic!("bad stats record ({e}) in:\n{text}"))
 }
 
@@ -429,6 +435,9 @@ fn stats_pipe(mode: &str) {
 /// after another (a server pick that finds nothing stops the server, and
 /// it restarts only when no sched_ext task is left counted on its CPU), and
 /// the stressor, which waits for a sched_ext task to end it, never ended.
+/// Then a real-time hog holds one CPU for 3 s under a CPU-bound load, and
+/// handoffp must give the held CPU's queues to the other CPUs: the retake
+/// counters grow.
 fn rt_hold(mode: &str) {
     let r = guest(&["--cpus", "4"], "rthold.sh", &[mode]);
     let out = ok_stdout(&r);
@@ -436,10 +445,25 @@ fn rt_hold(mode: &str) {
         out,
         &[
             ("stress_exit", "0"),
+            ("hold_load_exit", "0"),
             ("state_after_stress", "enabled"),
             ("rcu_stall_warnings", "0"),
             ("gmp_exit", "0"),
         ],
+    );
+    let (before, after) = (stats_named(out, "stats_before_hold"), stats(out));
+    eprintln!(
+        "mode '{mode}': retake cpus {} -> {}, tasks {} -> {}",
+        before.retakes, after.retakes, before.retake_tasks, after.retake_tasks
+    );
+    assert!(
+        after.retakes > before.retakes && after.retake_tasks > before.retake_tasks,
+        "a real-time hog held CPU 1 for 3 s beside queued tasks, and no handoffp moved them \
+         (retake cpus {} -> {}, tasks {} -> {}):\n{out}",
+        before.retakes,
+        after.retakes,
+        before.retake_tasks,
+        after.retake_tasks
     );
 }
 

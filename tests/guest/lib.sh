@@ -38,9 +38,10 @@ start_gmp() {
 }
 
 # stats_json: print the running scheduler's stats record (one line of JSON,
-# from `scx_gmp --monitor --json`) as stats_json=...
+# from `scx_gmp --monitor --json`) as stats_json=..., or as NAME=... with
+# stats_json NAME.
 stats_json() {
-	echo "stats_json=$(timeout 20 "$SCX_GMP" --monitor 0.5 --json 2>/dev/null | head -n 1)"
+	echo "${1:-stats_json}=$(timeout 20 "$SCX_GMP" --monitor 0.5 --json 2>/dev/null | head -n 1)"
 }
 
 # stop_gmp LOG: print the stats record, SIGTERM scx_gmp, print its exit code

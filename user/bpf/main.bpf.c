@@ -178,6 +178,16 @@ u8 cpu_stuck[MAX_CPUS];
 volatile u64 nr_stuck, nr_stuck_events;
 
 /*
+ * @cpu served its own DSQ: it took a task, or gave some up. Executed only
+ * by @cpu's dispatch; touches only @dsq_takes[cpu].
+ */
+static void count_take(s32 cpu)
+{
+	if (cpu >= 0 && cpu < MAX_CPUS)
+		dsq_takes[cpu]++;
+}
+
+/*
  * scx_gmp: tasks a CPU moved out of its own DSQ after the kernel gave it
  * none of them (release_own_dsq()): to the kernel's global DSQ when the
  * CPU is inactive, or to its own local DSQ when a pull merely lost a race.
@@ -1740,8 +1750,7 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 	 * something to hand that CPU.
 	 */
 	if (scx_bpf_dsq_move_to_local(cpu_to_dsq(cpu), 0)) {
-		if (cpu >= 0 && cpu < MAX_CPUS)
-			dsq_takes[cpu]++;
+		count_take(cpu);
 		return;
 	}
 	own = scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu));
@@ -1756,8 +1765,8 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 		 * it gave every task up (one CI run counted 1 stuck CPU beside
 		 * 44 released tasks).
 		 */
-		if (scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu)) < own && cpu >= 0 && cpu < MAX_CPUS)
-			dsq_takes[cpu]++;
+		if (scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu)) < own)
+			count_take(cpu);
 		if (ran)
 			return;
 	}
