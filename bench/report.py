@@ -86,8 +86,10 @@ def load_died(path):
 
 
 def died_notes(died, reps):
-    return [f"**{NAMES.get(s, s)} did not survive round {r} of {reps}** ({why}): its numbers are from "
-            f"the {int(r) - 1} round(s) before, and it sat out the rest.\n" for r, s, why in died]
+    def kept(r):
+        return "it has no numbers" if r == 1 else f"its numbers are from rounds 1 to {r - 1}"
+    return [f"**{NAMES.get(s, s)} did not survive round {r} of {reps}** ({why}): {kept(int(r))}, "
+            "and it sat out the rounds after.\n" for r, s, why in died]
 
 
 def table(data, scheds, vm, quick, died=()):
