@@ -82,7 +82,8 @@ def load_died(path):
         lines = open(path).read().splitlines()
     except FileNotFoundError:
         return []
-    return [tuple(l.split(" ", 2)) for l in lines if len(l.split(" ", 2)) == 3]
+    fields = (l.split(" ", 2) for l in lines)
+    return [tuple(f) for f in fields if len(f) == 3]
 
 
 def died_notes(died, reps):

@@ -452,18 +452,15 @@ fn rt_hold(mode: &str) {
         ],
     );
     let (before, after) = (stats_named(out, "stats_before_hold"), stats(out));
-    eprintln!(
-        "mode '{mode}': retake cpus {} -> {}, tasks {} -> {}",
+    let counts = format!(
+        "retake cpus {} -> {}, tasks {} -> {}",
         before.retakes, after.retakes, before.retake_tasks, after.retake_tasks
     );
+    eprintln!("mode '{mode}': {counts}");
     assert!(
         after.retakes > before.retakes && after.retake_tasks > before.retake_tasks,
         "a real-time hog held CPU 1 for 3 s beside queued tasks, and no handoffp moved them \
-         (retake cpus {} -> {}, tasks {} -> {}):\n{out}",
-        before.retakes,
-        after.retakes,
-        before.retake_tasks,
-        after.retake_tasks
+         ({counts}):\n{out}"
     );
 }
 

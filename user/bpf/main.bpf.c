@@ -162,13 +162,12 @@ volatile u64 nr_held, nr_syscall, nr_retake_cpus, nr_retake;
 
 /*
  * scx_gmp: stuck CPUs. @dsq_takes[cpu] counts the times @cpu took a task
- * from its own DSQ, or gave some up (release_own_dsq()) (owner only), and
- * @dsq_takes_seen[cpu] is that count at the
- * timer's last look. A CPU whose DSQ held tasks at two looks a second
- * apart, and which took none of them between, is stuck: @cpu_stuck[cpu] is
- * 1 and the other CPUs take what its DSQ holds, until it takes one again
- * or its DSQ is empty. @nr_stuck counts the stuck CPUs, @nr_stuck_events
- * each time one got stuck.
+ * from its own DSQ, or gave some up (release_own_dsq()): count_take(), owner
+ * only. @dsq_takes_seen[cpu] is that count at the timer's last look. A CPU
+ * whose DSQ held tasks at two looks a second apart, and which took none of
+ * them between, is stuck: @cpu_stuck[cpu] is 1 and the other CPUs take what
+ * its DSQ holds, until it takes one again or its DSQ is empty. @nr_stuck
+ * counts the stuck CPUs, @nr_stuck_events each time one got stuck.
  */
 u64 dsq_takes[MAX_CPUS], dsq_takes_seen[MAX_CPUS];
 /* @cpu_hotplugs[cpu] at the timer's last look: a CPU that went off or on
