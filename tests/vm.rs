@@ -105,16 +105,26 @@ fn assert_not_ejected(out: &str, unloads: &[&str]) {
     );
 }
 
-/// gmp-load, the workloads' binary: an example, built beside the tests.
-fn gmp_load() -> String {
+/// An example's binary (examples/NAME.rs), built beside the tests.
+fn example(name: &str) -> String {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_scx_gmp"));
-    let load = bin.parent().unwrap().join("examples/gmp-load");
+    let path = bin.parent().unwrap().join("examples").join(name);
     assert!(
-        load.exists(),
+        path.exists(),
         "{} is not built: run `cargo test`, which builds the examples",
-        load.display()
+        path.display()
     );
-    load.display().to_string()
+    path.display().to_string()
+}
+
+/// gmp-load, the workloads' binary.
+fn gmp_load() -> String {
+    example("gmp-load")
+}
+
+/// The `lost:` lines of gmp-watch, the lost-task watcher, in a guest's output.
+fn lost_lines(out: &str) -> Vec<&str> {
+    out.lines().filter(|l| l.starts_with("lost: ")).collect()
 }
 
 // ---- the harness (vm/run) -------------------------------------------------
@@ -625,8 +635,18 @@ fn killed(mode: &str) {
 /// A task the scheduler never runs: the watchdog ejects it, the task runs
 /// under EEVDF, and scx_gmp says why and exits 1.
 fn watchdog(mode: &str) {
-    let r = guest(&[], "watchdog.sh", &[mode]);
+    let r = guest(&[], "watchdog.sh", &[&example("gmp-watch"), mode]);
     let out = ok_stdout(&r);
+    // The lost-task watcher that the soak relies on names the stalled task
+    // (runnable for a second beside an idle CPU) before the watchdog fires.
+    assert_eq!(kv(out, "watch_exit"), Some("0"), "{out}");
+    assert!(num(out, "lost_tasks") >= 1, "{out}");
+    let lost = lost_lines(out);
+    eprintln!("watchdog {mode:?}: {lost:#?}");
+    assert!(
+        lost.iter().any(|l| l.contains("comm=gmp-stallme ")),
+        "{out}"
+    );
     assert_kvs(
         out,
         &[
@@ -686,6 +706,11 @@ fn soak(mode: &str) {
     // SCHED_DEADLINE): 2 and 3 are its "some failed / no resources" codes.
     // It must finish, not hang (124) or die by a signal.
     assert!([0, 2, 3].contains(&num(out, "class_exit")), "{out}");
+    // No thread waited runnable for 2 s beside an idle CPU it may use.
+    assert_eq!(kv(out, "watch_exit"), Some("0"), "{out}");
+    let watch = out.lines().find(|l| l.starts_with("watch_exit=")).unwrap();
+    eprintln!("soak {mode:?}: {watch}");
+    assert_eq!(num(out, "lost_tasks"), 0, "{:#?}\n{out}", lost_lines(out));
     for k in [
         "mix_exit",
         "nice19_exit",

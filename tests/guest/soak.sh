@@ -2,8 +2,9 @@
 # stress-ng's scheduler class and the fork/clone/exec/yield/futex/pipe/sock/
 # cpu/affinity stressors, a cgroup v2 cpuset confining a fan-out to half the
 # CPUs, nice 19 and SCHED_IDLE hogs, a 10,000-thread fan-out, and CPU hotplug
-# off and on. Prints each workload's exit, the agent's RSS near the start and
-# at the end, and sched_ext's kernel log. SCX_GMP=none runs the same load
+# off and on, with a lost-task watcher beside them. Prints each workload's
+# exit, the agent's RSS near the start and at the end, what the watcher
+# found, and sched_ext's kernel log. SCX_GMP=none runs the same load
 # under the kernel's own scheduler, as a control.
 SCX_GMP=$1 GMP_LOAD=$2 SECS=$3 GMP_ARGS=${4:-}
 . "$(dirname "$0")/lib.sh"
@@ -21,6 +22,12 @@ stall_watch
 if [ "$SCX_GMP" != none ]; then
 	start_gmp /tmp/gmp.log $GMP_ARGS || exit 1
 fi
+# The lost-task watcher, for as long as the load runs (it is stopped after
+# the last workload): a thread runnable for 2 s without running while a CPU
+# it may use idled for half of that is lost (examples/gmp-watch.rs; the
+# watchdog test shows it catching one).
+"$(dirname "$GMP_LOAD")/gmp-watch" --secs $((SECS * 10)) >/tmp/watch.out 2>&1 &
+watch=$!
 
 # The agent's resident memory (kB): the scheduling process itself (in user
 # mode, the scx_gmp-user child).
@@ -104,6 +111,10 @@ wait "$nice19"
 echo "nice19_exit=$?"
 wait "$idle"
 echo "idle_exit=$?"
+kill -TERM "$watch"
+wait "$watch"
+echo "watch_exit=$? $(tail -n 1 /tmp/watch.out)"
+grep '^lost: ' /tmp/watch.out
 echo "rss_end_kb=$(agent_rss)"
 echo "state_after_soak=$(cat $STATE)"
 # RCU's stall warnings: a task preempted in an RCU read-side section that
