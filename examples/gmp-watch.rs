@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 use std::fs;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -116,11 +117,17 @@ extern "C" fn stop(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
 }
 
-/// A thread seen runnable, and not run since `since`.
+/// One look at every thread: when, and each online CPU's idle ticks then.
+struct Look {
+    at: Instant,
+    idle: HashMap<usize, u64>,
+}
+
+/// A thread seen runnable at `since`, and not run since: every thread first
+/// seen waiting at one look shares that look.
 struct Waiting {
-    since: Instant,
+    since: Rc<Look>,
     exec_ns: u64,
-    idle_at_since: HashMap<usize, u64>,
     reported: bool,
 }
 
@@ -139,12 +146,18 @@ fn main() {
         libc::signal(libc::SIGINT, stop as *const () as libc::sighandler_t);
     }
     while Instant::now() < end && !STOP.load(Ordering::Relaxed) {
-        let now = Instant::now();
-        let idle = cpu_idle_ticks();
+        let look = Rc::new(Look {
+            at: Instant::now(),
+            idle: cpu_idle_ticks(),
+        });
         let all = threads();
         max_threads = max_threads.max(all.len());
         let mut seen = HashMap::with_capacity(waiting.len());
         for (tid, dir) in all {
+            // Our own thread runs only when we look: never waiting here.
+            if tid == me {
+                continue;
+            }
             let Some((state, comm)) = fs::read_to_string(format!("{dir}/stat"))
                 .ok()
                 .as_deref()
@@ -152,8 +165,7 @@ fn main() {
             else {
                 continue;
             };
-            // Our own threads run only when we look: never waiting here.
-            if state != 'R' || tid == me {
+            if state != 'R' {
                 continue;
             }
             let Some(exec_ns) = fs::read_to_string(format!("{dir}/schedstat"))
@@ -165,13 +177,12 @@ fn main() {
             let mut w = match waiting.remove(&tid) {
                 Some(w) if w.exec_ns == exec_ns => w,
                 _ => Waiting {
-                    since: now,
+                    since: look.clone(),
                     exec_ns,
-                    idle_at_since: idle.clone(),
                     reported: false,
                 },
             };
-            let waited = now - w.since;
+            let waited = look.at - w.since.at;
             if !w.reported && waited >= runnable {
                 let allowed = fs::read_to_string(format!("{dir}/status"))
                     .ok()
@@ -183,7 +194,7 @@ fn main() {
                 let best = allowed
                     .iter()
                     .filter_map(|c| {
-                        let d = idle.get(c)?.checked_sub(*w.idle_at_since.get(c)?)?;
+                        let d = look.idle.get(c)?.checked_sub(*w.since.idle.get(c)?)?;
                         Some((*c, (d as f64 * tick_ms) as u64))
                     })
                     .max_by_key(|&(_, ms)| ms);
@@ -205,7 +216,7 @@ fn main() {
         scans += 1;
         // A look at 10,000 threads takes seconds in an emulated guest: rest
         // twice as long as it took, so that the watcher stays a light load.
-        let rest = Duration::from_millis(o.interval_ms).max(2 * now.elapsed());
+        let rest = Duration::from_millis(o.interval_ms).max(2 * look.at.elapsed());
         let until = Instant::now() + rest;
         while Instant::now() < until && !STOP.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(50).min(rest));
