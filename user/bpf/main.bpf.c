@@ -967,8 +967,8 @@ static bool ready_here(const struct task_struct *p)
  * waker's runnext, and the agent's model readies a task on the CPU it is
  * queued on, so that is the waker's (this) CPU, if @p may run there. On its
  * own last CPU, busy with another task, it waited up to a slice behind that
- * task (docs/benchmarks.md, "Beside a SCHED_IDLE batch job"). Kernel threads stay on
- * theirs (enqueue() runs them there), and so does every task while a
+ * task (docs/benchmarks.md, "Beside a SCHED_IDLE batch job"). Kernel threads
+ * stay on theirs (enqueue() runs them there), and so does every task while a
  * real-time task holds any CPU (fast_paths()). Any CPU (the waker's).
  */
 static s32 ready_cpu(const struct task_struct *p, s32 prev_cpu)
