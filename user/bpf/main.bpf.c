@@ -1558,6 +1558,15 @@ out_kick:
 /*
  * Handle a task dispatched from user-space, performing the actual low-level
  * BPF dispatch.
+ *
+ * scx_gmp: 0 goes on to the next decision while dispatch slots are left, 1
+ * stops (bpf_user_ringbuf_drain() stops on 1). scx_rustland_core returns 1
+ * while slots are left, so each dispatch() took one decision from the ring:
+ * a pass that decided two tasks left the second there until some CPU called
+ * dispatch() again. Beside CPU hogs that is the next tick: in a 2-vCPU trace
+ * of the ping-pong beside SCHED_IDLE hogs, a woken task the agent had sent
+ * ahead of a hog waited in the ring while the hog ran (19 of 37 waits over
+ * 3 ms; docs/benchmarks.md, "The agent's decisions left in the ring").
  */
 static long handle_dispatched_task(struct bpf_dynptr *dynptr, void *context)
 {
@@ -1569,7 +1578,7 @@ static long handle_dispatched_task(struct bpf_dynptr *dynptr, void *context)
 
 	dispatch_task(task);
 
-	return !!scx_bpf_dispatch_nr_slots();
+	return !scx_bpf_dispatch_nr_slots();
 }
 
 /*
