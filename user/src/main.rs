@@ -593,11 +593,26 @@ impl<'a> Agent<'a> {
         // A head that has had a whole slice and still runs: the kernel
         // preempts it when the CPU has a next task.
         let mut overdue = vec![false; self.nr_cpus];
+        let state =
+            |slot: &Slot| run_state(&self.bpf, &self.runs, &slot.task, slot.dispatched_runs);
         for (c, q) in self.inflight.iter_mut().enumerate() {
+            // The kernel may run the task behind the head first: a runnext
+            // task sent ahead of a head that had not started (see `send`),
+            // or any task sent behind a SCHED_IDLE one (user/bpf,
+            // idle_vtime()). Started before the head, it is the head; ended,
+            // it is done. Else, in a 2-vCPU trace of the ping-pong beside
+            // SCHED_IDLE hogs, a thread of the pair that had run ahead of
+            // the hog and blocked kept the CPU's second slot, and its woken
+            // partner waited for the hog's slice.
+            if let (Some(&(h, _)), Some(&(g, _))) = (q.front(), q.get(1)) {
+                match state(&self.slots[g as usize]) {
+                    (_, true) => drop(q.remove(1)),
+                    (true, false) if !state(&self.slots[h as usize]).0 => q.swap(0, 1),
+                    _ => {}
+                }
+            }
             while let Some(&(g, at)) = q.front() {
-                let slot = &self.slots[g as usize];
-                let (started, stopped) =
-                    run_state(&self.bpf, &self.runs, &slot.task, slot.dispatched_runs);
+                let (started, stopped) = state(&self.slots[g as usize]);
                 if now.saturating_sub(at) < self.slice_ns && !stopped {
                     head_started[c] = started;
                     break;
