@@ -128,3 +128,58 @@ fn report_names_a_peer_that_died() {
     assert!(row.contains("| 20.0 [20.0-20.0] ×1.74 |"), "{row}");
     assert!(row.contains("| 9.5 [9-10.0] ×0.83 |"), "{row}");
 }
+
+/// bench/waits.py finds each wakeup's wait in an ftrace text trace, and
+/// names what the CPU ran meanwhile.
+#[test]
+fn waits_measures_each_wakeup_and_what_ran_meanwhile() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("waits");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sw = |ts: &str, cpu: u32, prev: (&str, u32), next: (&str, u32)| {
+        format!(
+            "  {p}-{pp} [{cpu:03}] d..2. {ts}: sched_switch: prev_comm={p} prev_pid={pp} \
+             prev_prio=120 prev_state=S ==> next_comm={n} next_pid={np} next_prio=120\n",
+            p = prev.0,
+            pp = prev.1,
+            n = next.0,
+            np = next.1
+        )
+    };
+    let wake = |ts: &str, pid: u32| {
+        format!(
+            "  gmp-load-11 [000] d..3. {ts}: sched_wakeup: comm=gmp-load pid={pid} prio=120 target_cpu=000\n"
+        )
+    };
+    let mut trace = String::from("# tracer: nop\n");
+    // pid 10 waits 5 ms while a hog runs; then 0.1 ms with nothing between.
+    trace += &wake("1.000000", 10);
+    trace += &sw("1.000100", 0, ("gmp-load", 11), ("stress-ng-cpu", 20));
+    trace += &sw("1.005000", 0, ("stress-ng-cpu", 20), ("gmp-load", 10));
+    trace += &wake("2.000000", 10);
+    trace += &sw("2.000100", 0, ("gmp-load", 11), ("gmp-load", 10));
+    std::fs::write(dir.join("trace.txt"), trace).unwrap();
+    let out = Command::new("python3")
+        .arg(repo.join("bench/waits.py"))
+        .arg(dir.join("trace.txt"))
+        .output()
+        .expect("cannot run python3");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("wakeups=2 p50=100us"), "{text}");
+    assert!(text.contains("max=5000us"), "{text}");
+    assert!(text.contains("over 3 ms: 1, 5.0 ms in all"), "{text}");
+    assert!(
+        text.contains("1 while its CPU ran: stress-ng-cpu"),
+        "{text}"
+    );
+    assert!(
+        text.contains("--- pid 10 woken at 1.000000, ran on CPU 0 after 5.0 ms"),
+        "{text}"
+    );
+}

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""How long wakeups waited to run, from an ftrace text trace (bench/waits.sh).
+
+Usage: bench/waits.py TRACE [--comm NAME] [--over-ms MS] [--show N]
+
+For every sched_wakeup of a task whose comm starts with NAME (default
+gmp-load), the wait is the time from that wakeup to the sched_switch that
+runs the task. Prints the number of waits and their p50/p90/p99/p99.9, how
+many were longer than MS (default 3), what the CPU that finally ran each of
+those did meanwhile (the tasks it switched to, or idle), and, for the first N
+(default 5) of them, every event in between except other wakeups of NAME's
+peers: switches, migrations, and any bpf_printk() or trace_marker lines a
+diagnostic build wrote.
+"""
+import argparse
+import collections
+import re
+import sys
+
+LINE = re.compile(r"^\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+):\s+(\w+):\s+(.*)$")
+FIELDS = re.compile(r"(\w+)=(\S+)")
+
+
+def parse(path):
+    """The trace's events: (seconds, cpu, event, text, comm)."""
+    events = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = LINE.match(line)
+            if m:
+                comm, _pid, cpu, ts, ev, rest = m.groups()
+                events.append((float(ts), int(cpu), ev, rest, comm))
+    return events
+
+
+def waits(events, comm):
+    """(wait in s, index of the wakeup, index of the switch, pid, cpu run on)."""
+    woken, out = {}, []
+    for i, (ts, cpu, ev, rest, _) in enumerate(events):
+        if ev in ("sched_wakeup", "sched_wakeup_new") and rest.startswith("comm=" + comm):
+            pid = int(dict(FIELDS.findall(rest))["pid"])
+            woken.setdefault(pid, (ts, i))
+        elif ev == "sched_switch":
+            pid = int(dict(FIELDS.findall(rest))["next_pid"])
+            if pid in woken:
+                t0, i0 = woken.pop(pid)
+                out.append((ts - t0, i0, i, pid, cpu))
+    return out
+
+
+def meanwhile(events, i0, i1, cpu):
+    """What `cpu` switched to between events i0 and i1: its task names."""
+    ran = []
+    for ts, c, ev, rest, _ in events[i0:i1]:
+        if ev == "sched_switch" and c == cpu:
+            name = dict(FIELDS.findall(rest))["next_comm"]
+            ran.append("idle" if name.startswith("swapper") else name)
+    return ran
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace")
+    ap.add_argument("--comm", default="gmp-load")
+    ap.add_argument("--over-ms", type=float, default=3.0)
+    ap.add_argument("--show", type=int, default=5)
+    a = ap.parse_args(argv)
+    events = parse(a.trace)
+    ws = waits(events, a.comm)
+    if not ws:
+        print(f"waits.py: no wakeup of a task named {a.comm}* ran in {a.trace}", file=sys.stderr)
+        return 1
+    lat = sorted(w[0] for w in ws)
+    n = len(lat)
+    pcts = " ".join(f"p{q:g}={lat[int(q / 100 * (n - 1))] * 1e6:.0f}us" for q in (50, 90, 99, 99.9))
+    print(f"wakeups={n} {pcts} max={lat[-1] * 1e6:.0f}us")
+    long = sorted((w for w in ws if w[0] * 1000 > a.over_ms), key=lambda w: w[1])
+    print(f"over {a.over_ms:g} ms: {len(long)}, {sum(w[0] for w in long) * 1000:.1f} ms in all")
+    ran = collections.Counter()
+    for _, i0, i1, _, cpu in long:
+        seen = meanwhile(events, i0, i1, cpu)
+        ran[", ".join(sorted(set(seen))) or "nothing (the waker ran on)"] += 1
+    for what, count in ran.most_common():
+        print(f"  {count} while its CPU ran: {what}")
+    for w, i0, i1, pid, cpu in long[: a.show]:
+        print(f"--- pid {pid} woken at {events[i0][0]:.6f}, ran on CPU {cpu} after {w * 1000:.1f} ms")
+        for ts, c, ev, rest, comm in events[i0 : i1 + 1]:
+            if ev == "sched_switch":
+                d = dict(FIELDS.findall(rest))
+                print(f"  {ts:.6f} [{c}] {d['prev_comm']}:{d['prev_pid']} ({d['prev_state']}) -> {d['next_comm']}:{d['next_pid']}")
+            elif ev not in ("sched_wakeup", "sched_waking") or rest.startswith("comm=" + a.comm):
+                print(f"  {ts:.6f} [{c}] {comm}: {ev}: {rest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

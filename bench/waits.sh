@@ -1,0 +1,47 @@
+# Guest side of a wakeup-wait trace, run with vm/run:
+#   vm/run --cpus 2 --rwdir DIR -- bash bench/waits.sh DIR BIN SCHED HOGS CMD...
+# e.g. bash bench/waits.sh /tmp/w $PWD/target/release gmp-user idle \
+#        $PWD/target/release/examples/gmp-load pingpong --rounds 1000
+# Starts SCHED (as in bench/run: eevdf, gmp, gmp-user, gmp+OPTION...; bench/sched.sh)
+# from BIN (base and base-user from $BASE_BIN, the peers from $PEER_BIN), and with HOGS `idle` or `normal` one stress-ng CPU hog per CPU
+# under SCHED_IDLE or SCHED_OTHER (`none`: no hogs). Then runs CMD with the
+# kernel's wakeup, switch and migration events in ftrace's buffer, and writes
+# the buffer to DIR/trace.txt and CMD's output to DIR/out.txt. A scheduler
+# built with bpf_printk() or trace_marker writes lands in the same buffer.
+# bench/waits.py reads the trace: how long each wakeup waited to run, and
+# what the CPUs did meanwhile.
+out=$1 bin=$2 sched=$3 hogs=$4 base_bin=${BASE_BIN:-} peer_bin=${PEER_BIN:-}
+shift 4
+. "$(dirname "${BASH_SOURCE[0]}")/sched.sh"
+cd /tmp || exit 1
+n=$(nproc)
+T=/sys/kernel/tracing
+mountpoint -q $T || mount -t tracefs none $T || exit 1
+start_sched "$sched" || exit 1
+case $hogs in
+idle) chrt -i 0 stress-ng --cpu "$n" -t 600 >/dev/null 2>&1 & ;;
+normal) stress-ng --cpu "$n" -t 600 >/dev/null 2>&1 & ;;
+none) sleep 600 & ;;
+*) echo "waits.sh: HOGS is idle, normal or none, not '$hogs'" >&2; exit 2 ;;
+esac
+hog_pid=$!
+sleep 2
+echo 40000 >$T/buffer_size_kb
+echo >$T/trace
+for e in sched_switch sched_wakeup sched_wakeup_new sched_migrate_task; do
+	echo 1 >$T/events/sched/$e/enable
+done
+echo 1 >$T/tracing_on
+"$@" >"$out/out.txt" 2>&1
+rc=$?
+echo 0 >$T/tracing_on
+cat $T/trace >"$out/trace.txt"
+kill "$hog_pid"
+wait "$hog_pid" 2>/dev/null
+if [ -n "$SCHED_PID" ]; then
+	kill -INT "$SCHED_PID"
+	wait "$SCHED_PID" || { echo "waits.sh: $sched exited $?:"; tail /tmp/sched.log; exit 1; }
+	cp /tmp/sched.log "$out/sched.log"
+fi
+cat "$out/out.txt"
+exit $rc
