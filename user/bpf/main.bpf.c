@@ -1595,7 +1595,8 @@ out_kick:
  * dispatch() again. Beside CPU hogs that is the next tick: in a 2-vCPU trace
  * of the ping-pong beside SCHED_IDLE hogs, a woken task the agent had sent
  * ahead of a hog waited in the ring while the hog ran (19 of 37 waits over
- * 3 ms; docs/benchmarks.md, "The agent's decisions left in the ring").
+ * 3 ms; docs/benchmarks.md, "The agent's decisions left in the ring, and
+ * two more waits beside SCHED_IDLE hogs").
  */
 static long handle_dispatched_task(struct bpf_dynptr *dynptr, void *context)
 {
