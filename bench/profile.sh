@@ -23,9 +23,6 @@ for round in $(seq "$rounds"); do
 		syms=$(awk '$2 == "[k]" || $2 == "[.]" {print $3}' "$out/r$round-$s.txt" | head -6 | paste -sd,)
 		perf report -i /tmp/perf.data --no-children --stdio -g caller,2,callee,function,percent \
 			--symbols="$syms" 2>/dev/null | grep -v '^#' | grep -v '^$' | head -200 >"$out/g$round-$s.txt"
-		if [ -n "$SCHED_PID" ]; then
-			kill -INT "$SCHED_PID"
-			wait "$SCHED_PID" || { echo "scx_gmp exited $? in round $round:"; tail /tmp/sched.log; exit 1; }
-		fi
+		end_sched scx_gmp "in round $round" || exit 1
 	done
 done

@@ -32,3 +32,15 @@ start_sched() { # name -> SCHED_PID (empty for eevdf)
 	cat /tmp/sched.log >&2
 	return 1
 }
+
+# end_sched WHO [WHEN]: stop the scheduler start_sched started (SIGINT) and
+# wait for it; if it exited non-zero, say so with its log's tail on stdout
+# ("WHO exited N WHEN:") and return 1.
+end_sched() {
+	[ -n "$SCHED_PID" ] || return 0
+	kill -INT "$SCHED_PID"
+	wait "$SCHED_PID" && return 0
+	echo "$1 exited $?${2:+ $2}:"
+	tail /tmp/sched.log
+	return 1
+}

@@ -38,10 +38,7 @@ echo 0 >$T/tracing_on
 cat $T/trace >"$out/trace.txt"
 kill "$hog_pid"
 wait "$hog_pid" 2>/dev/null
-if [ -n "$SCHED_PID" ]; then
-	kill -INT "$SCHED_PID"
-	wait "$SCHED_PID" || { echo "waits.sh: $sched exited $?:"; tail /tmp/sched.log; exit 1; }
-	cp /tmp/sched.log "$out/sched.log"
-fi
+end_sched "waits.sh: $sched" || exit 1
+[ -z "$SCHED_PID" ] || cp /tmp/sched.log "$out/sched.log"
 cat "$out/out.txt"
 exit $rc
