@@ -2,8 +2,25 @@
 //! runs each workload under EEVDF and both scx_gmp modes, and writes a
 //! table. Its numbers are not checked: no benchmark is a pass/fail test.
 
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// An empty scratch directory `name` for one test.
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Run the repository's python3 `script` (a path under bench/) with `args`.
+fn python(script: &str, args: &[&Path]) -> Output {
+    Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(script))
+        .args(args)
+        .output()
+        .expect("cannot run python3")
+}
 
 #[test]
 fn quick_benchmark_produces_a_table() {
@@ -88,10 +105,7 @@ fn quick_benchmark_produces_a_table() {
 /// column holds round 1 only, while the other schedulers have both rounds.
 #[test]
 fn report_names_a_peer_that_died() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-died");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("report-died");
     let mut results = String::new();
     for round in 1..=2 {
         for (sched, v) in [("eevdf", 10), ("gmp", 8)] {
@@ -105,12 +119,7 @@ fn report_names_a_peer_that_died() {
         "2 bpfland EXIT: runnable task stall (khugepaged[55] failed to run for 6.848s) on CPU 1\n",
     )
     .unwrap();
-    let out = Command::new("python3")
-        .arg(repo.join("bench/report.py"))
-        .arg(dir.join("results.txt"))
-        .arg(&dir)
-        .output()
-        .expect("cannot run python3");
+    let out = python("bench/report.py", &[&dir.join("results.txt"), &dir]);
     assert!(
         out.status.success(),
         "{}",
@@ -133,10 +142,7 @@ fn report_names_a_peer_that_died() {
 /// names what the CPU ran meanwhile.
 #[test]
 fn waits_measures_each_wakeup_and_what_ran_meanwhile() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("waits");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("waits");
     let sw = |ts: &str, cpu: u32, prev: (&str, u32), next: (&str, u32)| {
         format!(
             "  {p}-{pp} [{cpu:03}] d..2. {ts}: sched_switch: prev_comm={p} prev_pid={pp} \
@@ -160,11 +166,7 @@ fn waits_measures_each_wakeup_and_what_ran_meanwhile() {
     trace += &wake("2.000000", 10);
     trace += &sw("2.000100", 0, ("gmp-load", 11), ("gmp-load", 10));
     std::fs::write(dir.join("trace.txt"), trace).unwrap();
-    let out = Command::new("python3")
-        .arg(repo.join("bench/waits.py"))
-        .arg(dir.join("trace.txt"))
-        .output()
-        .expect("cannot run python3");
+    let out = python("bench/waits.py", &[&dir.join("trace.txt")]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
