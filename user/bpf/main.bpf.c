@@ -1324,11 +1324,13 @@ static bool restore_kicked(struct task_struct *p, s32 cpu, u64 enq_flags)
  * it on every hand-off of a pipe ping-pong made each one 3x to 5x slower
  * than EEVDF's. Not when anything is queued here already (a task the agent
  * committed to this CPU runs first, as the LRQ's head would after a
- * runnext it already holds), when the waker is not a sched_ext task or its
- * slice is spent, while a real-time task holds any CPU (fast_paths()), or
- * with --go-handoff. Unlike a runnext task, @p cannot be
- * stolen meanwhile (README, "Where Linux differs from Go"). Whether it was
- * handed off. Owner only (the waker's CPU).
+ * runnext it already holds), unless all of it is SCHED_IDLE tasks that
+ * yield to @p (only_idle_queued()): beside SCHED_IDLE hogs the agent keeps
+ * one committed behind the waker. Not either when the waker is not a
+ * sched_ext task or its slice is spent, while a real-time task holds any
+ * CPU (fast_paths()), or with --go-handoff. Unlike a runnext task, @p
+ * cannot be stolen meanwhile (README, "Where Linux differs from Go").
+ * Whether it was handed off. Owner only (the waker's CPU).
  */
 static bool handoff(struct task_struct *p, s32 cpu, u64 enq_flags)
 {
@@ -1337,9 +1339,9 @@ static bool handoff(struct task_struct *p, s32 cpu, u64 enq_flags)
 
 	if (cpu != bpf_get_smp_processor_id() || !left || !fast_paths() ||
 	    !(cur->scx.flags & SCX_TASK_QUEUED) || is_usersched_task(cur) ||
-	    is_offline(cpu) ||
-	    scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu)) ||
-	    scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL))
+	    is_offline(cpu) || scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) ||
+	    (scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu)) &&
+	     !only_idle_queued(p, cpu)))
 		return false;
 	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, left, enq_flags);
 	__sync_fetch_and_add(&nr_handoffs, 1);
