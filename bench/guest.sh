@@ -106,7 +106,7 @@ run() {
 	stress-cpu | stress-sock | stress-idle)
 		emit "$w" bogo_ops_per_s "$(awk '/metrc:/ && $5 ~ /^[0-9]/ && $4 != "stressor" {print $9; exit}' /tmp/out.txt)" ;;
 	hackbench-*) emit "$w" time_s "$(awk '/^Time:/ {print $2}' /tmp/out.txt)" ;;
-	perf-pipe) emit "$w" usecs_per_op "$(awk '/usecs\/op/ {print $1}' /tmp/out.txt)" ;;
+	perf-pipe | perf-pipe-idle) emit "$w" usecs_per_op "$(awk '/usecs\/op/ {print $1}' /tmp/out.txt)" ;;
 	perf-messaging) emit "$w" time_s "$(awk '/Total time/ {print $3}' /tmp/out.txt)" ;;
 	fanout | forkjoin) emit "$w" makespan_ms "$(kv makespan_ms)" ;;
 	pingpong | pingpong-idle) for m in rtt_p50_us rtt_p99_us; do emit "$w" $m "$(kv $m)"; done ;;
@@ -171,6 +171,9 @@ for round in $(seq "$reps"); do
 		# The interactive task beside a batch job: the same ping-pong while
 		# SCHED_IDLE hogs keep every CPU busy (scx_gmp has no priorities).
 		beside_hogs -i pingpong-idle "$bin/examples/gmp-load" pingpong --rounds "$((rounds / 5))"
+		# The pipe hand-off beside the same batch job: a sync wakeup, which
+		# the ping-pong's futex is not.
+		beside_hogs -i perf-pipe-idle perf bench sched pipe -l "$rounds"
 		# One wakeup beside a batch job: the same timers while SCHED_IDLE hogs
 		# keep every CPU busy. Its max is the longest a batch job delayed an
 		# interactive task.

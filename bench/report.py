@@ -43,6 +43,7 @@ HEADLINE = {
     "forkjoin": "makespan_ms",
     "pingpong": "rtt_p50_us",
     "pingpong-idle": "rtt_p99_us",
+    "perf-pipe-idle": "usecs_per_op",
     "request-light": "wake_p99_us",
     "request-over": "req_p99_us",
     "cyclictest": "lat_p99_us",

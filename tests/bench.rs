@@ -52,6 +52,7 @@ fn quick_benchmark_produces_a_table() {
         ("stress-idle", "bogo_ops_per_s"),
         ("hackbench-pipe", "time_s"),
         ("perf-pipe", "usecs_per_op"),
+        ("perf-pipe-idle", "usecs_per_op"),
         ("fanout", "makespan_ms"),
         ("pingpong", "rtt_p99_us"),
         ("fanout", "ctx_switches_per_s"),
