@@ -945,12 +945,14 @@ out_release:
  * agent commits a CPU's next task ahead of time, and a wakeup on an idle
  * CPU with two batch jobs committed to it went to the agent and waited
  * for both (11.7 ms in a 2-vCPU trace of cyclictest beside SCHED_IDLE
- * hogs). Any CPU.
+ * hogs). An empty DSQ is too. Any CPU.
  */
 static bool only_idle_queued(const struct task_struct *p, s32 cpu)
 {
 	struct task_struct *q;
 
+	if (!scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu)))
+		return true;
 	bpf_for_each(scx_dsq, q, cpu_to_dsq(cpu), 0) {
 		if (!idle_yields(q, p, idle_slice_ns))
 			return false;
@@ -1340,8 +1342,7 @@ static bool handoff(struct task_struct *p, s32 cpu, u64 enq_flags)
 	if (cpu != bpf_get_smp_processor_id() || !left || !fast_paths() ||
 	    !(cur->scx.flags & SCX_TASK_QUEUED) || is_usersched_task(cur) ||
 	    is_offline(cpu) || scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) ||
-	    (scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu)) &&
-	     !only_idle_queued(p, cpu)))
+	    !only_idle_queued(p, cpu))
 		return false;
 	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, left, enq_flags);
 	__sync_fetch_and_add(&nr_handoffs, 1);
