@@ -794,6 +794,28 @@ static void kick_for(const struct task_struct *p, s32 cpu)
 }
 
 /*
+ * scx_gmp: kick_dispatched - wake @cpu for a task that this CPU's dispatch()
+ * has just inserted into a DSQ @cpu serves (the agent's decision, drained
+ * from its ring). The kernel moves an insert made in dispatch() into its DSQ
+ * only when dispatch() returns, but it drops an idle kick (SCX_KICK_IDLE)
+ * at once if @cpu runs a task at that moment. When that task then stops,
+ * @cpu's own dispatch() can find its DSQ still empty and go idle, and the
+ * task waits there until something else wakes the CPU: in a 2-vCPU trace
+ * of the light request load the dispatcher thread waited 210 ms so, with
+ * both CPUs idle (docs/benchmarks.md, "User mode: a decision for a CPU
+ * about to idle"). So another CPU gets a plain kick, which the kernel
+ * carries out after the insert has landed: an idle CPU wakes, and a busy
+ * one reschedules (its task runs on if it has slice left) and finds the
+ * task when it next dispatches. This CPU needs none: the kernel calls
+ * dispatch() again after one that inserted. Any CPU, in dispatch().
+ */
+static void kick_dispatched(s32 cpu)
+{
+	if (cpu != bpf_get_smp_processor_id())
+		kick_cpu_flags(cpu, 0);
+}
+
+/*
  * Wake-up a target @cpu for the dispatched task @p. If @cpu can't be used
  * wakeup another valid CPU.
  */
@@ -812,7 +834,7 @@ static void kick_task_cpu(const struct task_struct *p, s32 cpu)
 		kick_idle_for(p);
 		return;
 	}
-	kick_cpu(cpu);
+	kick_dispatched(cpu);
 }
 
 /*
@@ -931,8 +953,14 @@ static void dispatch_task(const struct dispatched_task_ctx *task)
 
 	/*
 	 * CPU selected by the user-space scheduler is valid, kick it.
+	 *
+	 * scx_gmp: a SCHED_IDLE task there yields (preempted); else
+	 * kick_dispatched().
 	 */
-	kick_for(p, cpu);
+	if (cpu_yields_to(p, cpu))
+		preempt_idle(cpu);
+	else
+		kick_dispatched(cpu);
 
 out_release:
 	bpf_task_release(p);
