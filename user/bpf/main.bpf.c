@@ -781,15 +781,26 @@ static bool cpu_yields_to(const struct task_struct *p, s32 cpu)
 }
 
 /*
- * scx_gmp: kick_for - @p was queued to run on @cpu: wake @cpu if it idles,
- * and preempt a SCHED_IDLE task that runs there (idle_yields()), which goes
- * back to the agent. @cpu must be a valid CPU. Any CPU.
+ * scx_gmp: preempt the task that runs on @cpu if it is a SCHED_IDLE one that
+ * yields to @p (idle_yields()): it goes back to the agent. Whether it was.
+ * @cpu must be a valid CPU. Any CPU.
+ */
+static bool preempt_if_yields(const struct task_struct *p, s32 cpu)
+{
+	if (!cpu_yields_to(p, cpu))
+		return false;
+	preempt_idle(cpu);
+	return true;
+}
+
+/*
+ * scx_gmp: kick_for - @p was queued to run on @cpu: preempt a SCHED_IDLE
+ * task that runs there (preempt_if_yields()), else wake @cpu if it idles.
+ * @cpu must be a valid CPU. Any CPU.
  */
 static void kick_for(const struct task_struct *p, s32 cpu)
 {
-	if (cpu_yields_to(p, cpu))
-		preempt_idle(cpu);
-	else
+	if (!preempt_if_yields(p, cpu))
 		kick_cpu(cpu);
 }
 
@@ -954,12 +965,10 @@ static void dispatch_task(const struct dispatched_task_ctx *task)
 	/*
 	 * CPU selected by the user-space scheduler is valid, kick it.
 	 *
-	 * scx_gmp: a SCHED_IDLE task there yields (preempted); else
-	 * kick_dispatched().
+	 * scx_gmp: as kick_for(), but with the kick an insert made in
+	 * dispatch() needs (kick_dispatched()).
 	 */
-	if (cpu_yields_to(p, cpu))
-		preempt_idle(cpu);
-	else
+	if (!preempt_if_yields(p, cpu))
 		kick_dispatched(cpu);
 
 out_release:
