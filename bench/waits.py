@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How long wakeups waited to run, from an ftrace text trace (bench/waits.sh).
 
-Usage: bench/waits.py TRACE [--comm NAME] [--over-ms MS] [--show N]
+Usage: bench/waits.py TRACE [--comm NAME] [--over-ms MS] [--show N] [--stranded-ms MS]
 
 For every sched_wakeup of a task whose comm starts with NAME (default
 gmp-load), the wait is the time from that wakeup to the sched_switch that
@@ -11,6 +11,10 @@ those did meanwhile (the tasks it switched to, or idle), and, for the first N
 (default 5) of them, every event in between except other wakeups of NAME's
 peers: switches, migrations, and any bpf_printk() or trace_marker lines a
 diagnostic build wrote.
+
+With --stranded-ms MS it also lists every wakeup that waited over MS while
+some CPU idled for half of that wait or more (a task a scheduler left
+waiting beside an idle CPU), and exits 1 if there is one.
 """
 import argparse
 import collections
@@ -34,14 +38,23 @@ def parse(path):
 
 
 def waits(events, comm):
-    """(wait in s, index of the wakeup, index of the switch, pid, cpu run on)."""
-    woken, out = {}, []
+    """(wait in s, index of the wakeup, index of the switch, pid, cpu run on).
+    A wakeup of a task that is still on a CPU (it was about to sleep) makes
+    it wait for nothing, and one that is followed by the task switching out
+    (it went back to sleep first) ends there: neither is counted."""
+    woken, out, on_cpu = {}, [], set()
     for i, (ts, cpu, ev, rest, _) in enumerate(events):
         if ev in ("sched_wakeup", "sched_wakeup_new") and rest.startswith("comm=" + comm):
             pid = int(dict(FIELDS.findall(rest))["pid"])
-            woken.setdefault(pid, (ts, i))
+            if pid not in on_cpu:
+                woken.setdefault(pid, (ts, i))
         elif ev == "sched_switch":
-            pid = int(dict(FIELDS.findall(rest))["next_pid"])
+            d = dict(FIELDS.findall(rest))
+            prev, pid = int(d["prev_pid"]), int(d["next_pid"])
+            on_cpu.discard(prev)
+            woken.pop(prev, None)
+            if pid:
+                on_cpu.add(pid)
             if pid in woken:
                 t0, i0 = woken.pop(pid)
                 out.append((ts - t0, i0, i, pid, cpu))
@@ -58,12 +71,47 @@ def meanwhile(events, i0, i1, cpu):
     return ran
 
 
+def idle_spans(events):
+    """Each CPU's idle spans, (start, end) in s, from its switches to and
+    from its idle task; one still open at the end of the trace ends there."""
+    start, spans = {}, collections.defaultdict(list)
+    for ts, cpu, ev, rest, _ in events:
+        if ev != "sched_switch":
+            continue
+        d = dict(FIELDS.findall(rest))
+        if d["prev_comm"].startswith("swapper") and cpu in start:
+            spans[cpu].append((start.pop(cpu), ts))
+        if d["next_comm"].startswith("swapper"):
+            start[cpu] = ts
+    end = events[-1][0] if events else 0.0
+    for cpu, t0 in start.items():
+        spans[cpu].append((t0, end))
+    return spans
+
+
+def stranded(events, ws, over_ms):
+    """The waits over `over_ms` beside a CPU idle for half of the wait or
+    more: (wait in s, pid, woken at, CPU run on, idle CPU, its idle s)."""
+    spans, out = idle_spans(events), []
+    for w, i0, i1, pid, cpu in ws:
+        if w * 1000 <= over_ms:
+            continue
+        t0, t1 = events[i0][0], events[i1][0]
+        for c, cs in sorted(spans.items()):
+            idle = sum(max(0.0, min(b, t1) - max(a, t0)) for a, b in cs)
+            if idle >= w / 2:
+                out.append((w, pid, t0, cpu, c, idle))
+                break
+    return out
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
     ap.add_argument("--comm", default="gmp-load")
     ap.add_argument("--over-ms", type=float, default=3.0)
     ap.add_argument("--show", type=int, default=5)
+    ap.add_argument("--stranded-ms", type=float)
     a = ap.parse_args(argv)
     events = parse(a.trace)
     ws = waits(events, a.comm)
@@ -90,7 +138,16 @@ def main(argv):
                 print(f"  {ts:.6f} [{c}] {d['prev_comm']}:{d['prev_pid']} ({d['prev_state']}) -> {d['next_comm']}:{d['next_pid']}")
             elif ev not in ("sched_wakeup", "sched_waking") or rest.startswith("comm=" + a.comm):
                 print(f"  {ts:.6f} [{c}] {comm}: {ev}: {rest}")
-    return 0
+    if a.stranded_ms is None:
+        return 0
+    bad = stranded(events, ws, a.stranded_ms)
+    print(f"stranded over {a.stranded_ms:g} ms: {len(bad)}")
+    for w, pid, t0, cpu, c, idle in bad:
+        print(
+            f"  pid {pid} woken at {t0:.6f} waited {w * 1000:.1f} ms (ran on CPU {cpu})"
+            f" while CPU {c} idled {idle * 1000:.1f} ms of it"
+        )
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

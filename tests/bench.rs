@@ -2,6 +2,7 @@
 //! runs each workload under EEVDF and both scx_gmp modes, and writes a
 //! table. Its numbers are not checked: no benchmark is a pass/fail test.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -14,7 +15,7 @@ fn scratch_dir(name: &str) -> PathBuf {
 }
 
 /// Run the repository's python3 `script` (a path under bench/) with `args`.
-fn python(script: &str, args: &[&Path]) -> Output {
+fn python(script: &str, args: &[&OsStr]) -> Output {
     Command::new("python3")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(script))
         .args(args)
@@ -120,7 +121,10 @@ fn report_names_a_peer_that_died() {
         "2 bpfland EXIT: runnable task stall (khugepaged[55] failed to run for 6.848s) on CPU 1\n",
     )
     .unwrap();
-    let out = python("bench/report.py", &[&dir.join("results.txt"), &dir]);
+    let out = python(
+        "bench/report.py",
+        &[dir.join("results.txt").as_os_str(), dir.as_os_str()],
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -139,35 +143,42 @@ fn report_names_a_peer_that_died() {
     assert!(row.contains("| 9.5 [9-10.0] ×0.83 |"), "{row}");
 }
 
+/// An ftrace text line: `cpu` switches from `prev` (comm, pid) to `next`.
+fn switch_line(ts: &str, cpu: u32, prev: (&str, u32), next: (&str, u32)) -> String {
+    format!(
+        "  {p}-{pp} [{cpu:03}] d..2. {ts}: sched_switch: prev_comm={p} prev_pid={pp} \
+         prev_prio=120 prev_state=S ==> next_comm={n} next_pid={np} next_prio=120\n",
+        p = prev.0,
+        pp = prev.1,
+        n = next.0,
+        np = next.1
+    )
+}
+
+/// An ftrace text line: gmp-load thread `pid` is woken.
+fn wakeup_line(ts: &str, pid: u32) -> String {
+    format!(
+        "  gmp-load-11 [000] d..3. {ts}: sched_wakeup: comm=gmp-load pid={pid} prio=120 target_cpu=000\n"
+    )
+}
+
 /// bench/waits.py finds each wakeup's wait in an ftrace text trace, and
 /// names what the CPU ran meanwhile.
 #[test]
 fn waits_measures_each_wakeup_and_what_ran_meanwhile() {
     let dir = scratch_dir("waits");
-    let sw = |ts: &str, cpu: u32, prev: (&str, u32), next: (&str, u32)| {
-        format!(
-            "  {p}-{pp} [{cpu:03}] d..2. {ts}: sched_switch: prev_comm={p} prev_pid={pp} \
-             prev_prio=120 prev_state=S ==> next_comm={n} next_pid={np} next_prio=120\n",
-            p = prev.0,
-            pp = prev.1,
-            n = next.0,
-            np = next.1
-        )
-    };
-    let wake = |ts: &str, pid: u32| {
-        format!(
-            "  gmp-load-11 [000] d..3. {ts}: sched_wakeup: comm=gmp-load pid={pid} prio=120 target_cpu=000\n"
-        )
-    };
+    let (sw, wake) = (switch_line, wakeup_line);
     let mut trace = String::from("# tracer: nop\n");
-    // pid 10 waits 5 ms while a hog runs; then 0.1 ms with nothing between.
+    // pid 10 waits 5 ms while a hog runs, and sleeps; then 0.1 ms with
+    // nothing between.
     trace += &wake("1.000000", 10);
     trace += &sw("1.000100", 0, ("gmp-load", 11), ("stress-ng-cpu", 20));
     trace += &sw("1.005000", 0, ("stress-ng-cpu", 20), ("gmp-load", 10));
+    trace += &sw("1.006000", 0, ("gmp-load", 10), ("gmp-load", 11));
     trace += &wake("2.000000", 10);
     trace += &sw("2.000100", 0, ("gmp-load", 11), ("gmp-load", 10));
     std::fs::write(dir.join("trace.txt"), trace).unwrap();
-    let out = python("bench/waits.py", &[&dir.join("trace.txt")]);
+    let out = python("bench/waits.py", &[dir.join("trace.txt").as_os_str()]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -185,4 +196,69 @@ fn waits_measures_each_wakeup_and_what_ran_meanwhile() {
         text.contains("--- pid 10 woken at 1.000000, ran on CPU 0 after 5.0 ms"),
         "{text}"
     );
+}
+
+/// bench/waits.py --stranded-ms (the idle-wait VM test's judge) fails a
+/// trace in which a task waited beside a CPU that idled for half the wait,
+/// and passes one in which the CPUs were busy or the wait was short.
+#[test]
+fn waits_fails_a_wait_beside_an_idle_cpu() {
+    let dir = scratch_dir("waits-stranded");
+    let run = |name: &str, trace: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("# tracer: nop\n{trace}")).unwrap();
+        let out = python(
+            "bench/waits.py",
+            &[
+                path.as_os_str(),
+                OsStr::new("--stranded-ms"),
+                OsStr::new("50"),
+            ],
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.code(), text)
+    };
+    let idle = ("swapper/1", 0);
+    // pid 10 waits 100 ms for CPU 0's hog while CPU 1 idles 80 ms of it.
+    let beside_idle = [
+        switch_line("0.990000", 1, ("gmp-load", 12), idle),
+        wakeup_line("1.000000", 10),
+        switch_line("1.080000", 1, idle, ("gmp-load", 12)),
+        switch_line("1.100000", 0, ("stress-ng-cpu", 20), ("gmp-load", 10)),
+    ]
+    .concat();
+    let (code, text) = run("idle.txt", &beside_idle);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("stranded over 50 ms: 1"), "{text}");
+    assert!(
+        text.contains("pid 10 woken at 1.000000 waited 100.0 ms (ran on CPU 0) while CPU 1 idled 80.0 ms of it"),
+        "{text}"
+    );
+    // The same wait with CPU 1 idle for 40 ms of it, under half.
+    let (code, text) = run("busy.txt", &beside_idle.replace("1.080000", "1.040000"));
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("stranded over 50 ms: 0"), "{text}");
+    // CPU 1 idle throughout, but a 30 ms wait.
+    let short = [
+        switch_line("0.990000", 1, ("gmp-load", 12), idle),
+        wakeup_line("1.000000", 10),
+        switch_line("1.030000", 0, ("stress-ng-cpu", 20), ("gmp-load", 10)),
+    ]
+    .concat();
+    let (code, text) = run("short.txt", &short);
+    assert_eq!(code, Some(0), "{text}");
+    // pid 10, still on CPU 1 as it goes to sleep, is woken (the wakeup
+    // finds it running), sleeps, and CPU 1 idles 100 ms until the next
+    // wakeup, which runs at once: one wakeup, 0.1 ms, nothing stranded.
+    let on_cpu = [
+        switch_line("0.990000", 1, idle, ("gmp-load", 10)),
+        wakeup_line("1.000000", 10),
+        switch_line("1.001000", 1, ("gmp-load", 10), idle),
+        wakeup_line("1.100000", 10),
+        switch_line("1.100100", 1, idle, ("gmp-load", 10)),
+    ]
+    .concat();
+    let (code, text) = run("oncpu.txt", &on_cpu);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("wakeups=1 p50=100us"), "{text}");
 }
