@@ -1,0 +1,30 @@
+# idlewait.sh SCX_GMP GMP_LOAD WAITS_PY SECS [ARGS]: the light request load
+# (a dispatcher waking 4 workers per CPU at 0.3 of the machine's capacity)
+# for SECS under scx_gmp ARGS, with the kernel's wakeup and switch events in
+# ftrace's buffer; then WAITS_PY (bench/waits.py) lists every wakeup of the
+# load's threads that waited over 50 ms while a CPU idled for half of that
+# wait or more, and its exit code is the script's. At this load the longest
+# wait of any task is some 20 ms; a task left in an idle CPU's queue (user
+# mode's idle-kick race: a decision drained in dispatch() for a CPU whose
+# task then blocked) waited 104 to 330 ms.
+SCX_GMP=$1 GMP_LOAD=$2 WAITS_PY=$3 SECS=$4 GMP_ARGS=${5:-}
+. "$(dirname "$0")/lib.sh"
+T=/sys/kernel/tracing
+mountpoint -q $T || mount -t tracefs none $T || exit 1
+# shellcheck disable=SC2086 # GMP_ARGS are words
+start_gmp /tmp/idlewait.log $GMP_ARGS || exit 1
+echo 40000 >$T/buffer_size_kb
+echo >$T/trace
+for e in sched_switch sched_wakeup sched_wakeup_new; do
+	echo 1 >$T/events/sched/$e/enable
+done
+echo 1 >$T/tracing_on
+"$GMP_LOAD" request --workers $((4 * $(nproc))) --load 0.3 --secs "$SECS"
+echo "workload_exit=$?"
+echo 0 >$T/tracing_on
+cat $T/trace >/tmp/idlewait.trace
+echo "trace_lost=$(grep -c 'LOST' /tmp/idlewait.trace)"
+stop_gmp /tmp/idlewait.log
+dmesg | grep 'sched_ext:' | sed 's/^\[[ 0-9.]*\] /dmesg: /'
+python3 "$WAITS_PY" /tmp/idlewait.trace --over-ms 20 --show 2 --stranded-ms 50
+echo "waits_exit=$?"
