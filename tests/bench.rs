@@ -167,16 +167,15 @@ fn wakeup_line(ts: &str, pid: u32) -> String {
 #[test]
 fn waits_measures_each_wakeup_and_what_ran_meanwhile() {
     let dir = scratch_dir("waits");
-    let (sw, wake) = (switch_line, wakeup_line);
     let mut trace = String::from("# tracer: nop\n");
     // pid 10 waits 5 ms while a hog runs, and sleeps; then 0.1 ms with
     // nothing between.
-    trace += &wake("1.000000", 10);
-    trace += &sw("1.000100", 0, ("gmp-load", 11), ("stress-ng-cpu", 20));
-    trace += &sw("1.005000", 0, ("stress-ng-cpu", 20), ("gmp-load", 10));
-    trace += &sw("1.006000", 0, ("gmp-load", 10), ("gmp-load", 11));
-    trace += &wake("2.000000", 10);
-    trace += &sw("2.000100", 0, ("gmp-load", 11), ("gmp-load", 10));
+    trace += &wakeup_line("1.000000", 10);
+    trace += &switch_line("1.000100", 0, ("gmp-load", 11), ("stress-ng-cpu", 20));
+    trace += &switch_line("1.005000", 0, ("stress-ng-cpu", 20), ("gmp-load", 10));
+    trace += &switch_line("1.006000", 0, ("gmp-load", 10), ("gmp-load", 11));
+    trace += &wakeup_line("2.000000", 10);
+    trace += &switch_line("2.000100", 0, ("gmp-load", 11), ("gmp-load", 10));
     std::fs::write(dir.join("trace.txt"), trace).unwrap();
     let out = python("bench/waits.py", &[dir.join("trace.txt").as_os_str()]);
     let text = String::from_utf8_lossy(&out.stdout);
