@@ -13,10 +13,9 @@
 out=$1 bin=$2 sched=$3 hogs=$4 base_bin=${BASE_BIN:-} peer_bin=${PEER_BIN:-}
 shift 4
 . "$(dirname "${BASH_SOURCE[0]}")/sched.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/ftrace.sh"
 cd /tmp || exit 1
 n=$(nproc)
-T=/sys/kernel/tracing
-mountpoint -q $T || mount -t tracefs none $T || exit 1
 start_sched "$sched" || exit 1
 case $hogs in
 idle) chrt -i 0 stress-ng --cpu "$n" -t 600 >/dev/null 2>&1 & ;;
@@ -26,16 +25,10 @@ none) sleep 600 & ;;
 esac
 hog_pid=$!
 sleep 2
-echo 40000 >$T/buffer_size_kb
-echo >$T/trace
-for e in sched_switch sched_wakeup sched_wakeup_new sched_migrate_task; do
-	echo 1 >$T/events/sched/$e/enable
-done
-echo 1 >$T/tracing_on
+ftrace_start sched_switch sched_wakeup sched_wakeup_new sched_migrate_task || exit 1
 "$@" >"$out/out.txt" 2>&1
 rc=$?
-echo 0 >$T/tracing_on
-cat $T/trace >"$out/trace.txt"
+ftrace_stop "$out/trace.txt"
 kill "$hog_pid"
 wait "$hog_pid" 2>/dev/null
 end_sched "waits.sh: $sched" || exit 1

@@ -9,20 +9,13 @@
 # task then blocked) waited 104 to 330 ms.
 SCX_GMP=$1 GMP_LOAD=$2 WAITS_PY=$3 SECS=$4 GMP_ARGS=${5:-}
 . "$(dirname "$0")/lib.sh"
-T=/sys/kernel/tracing
-mountpoint -q $T || mount -t tracefs none $T || exit 1
+. "$(dirname "$WAITS_PY")/ftrace.sh"
 # shellcheck disable=SC2086 # GMP_ARGS are words
 start_gmp /tmp/idlewait.log $GMP_ARGS || exit 1
-echo 40000 >$T/buffer_size_kb
-echo >$T/trace
-for e in sched_switch sched_wakeup sched_wakeup_new; do
-	echo 1 >$T/events/sched/$e/enable
-done
-echo 1 >$T/tracing_on
+ftrace_start sched_switch sched_wakeup sched_wakeup_new || exit 1
 "$GMP_LOAD" request --workers $((4 * $(nproc))) --load 0.3 --secs "$SECS"
 echo "workload_exit=$?"
-echo 0 >$T/tracing_on
-cat $T/trace >/tmp/idlewait.trace
+ftrace_stop /tmp/idlewait.trace
 echo "trace_lost=$(grep -c 'LOST' /tmp/idlewait.trace)"
 stop_gmp /tmp/idlewait.log
 dmesg | grep 'sched_ext:' | sed 's/^\[[ 0-9.]*\] /dmesg: /'
