@@ -69,6 +69,12 @@ pub struct Report {
     pub aged: usize,
     pub late_moves: usize,
     pub recheck_kicks: usize,
+    /// wakep() kicks while the trace had some CPU idle, and how many of them
+    /// went to the most recently idled one (proc.go pidleget). Counted, not
+    /// a violation: a CPU's idle event reaches the trace before the kernel
+    /// marks it idle, so a CPU that has just idled may not be claimable yet.
+    pub wakeps: usize,
+    pub wakeps_newest: usize,
 }
 
 impl Report {
@@ -103,6 +109,11 @@ impl std::fmt::Display for Report {
             self.worst_wait_ns as f64 / 1e6,
             self.still_queued
         )?;
+        writeln!(
+            f,
+            "pidleget: {} of {} wakeps woke the most recently idled CPU",
+            self.wakeps_newest, self.wakeps
+        )?;
         write!(
             f,
             "differs from Go on purpose: {} kernel threads run directly, {} wakeups run directly on an idle CPU, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves, {} re-checks of a young runnext, {} global queue heads run for their wait",
@@ -136,6 +147,8 @@ struct Cpu {
     idle_beside_work: Option<(u64, usize)>,
     /// The last time this CPU went idle.
     last_idle: Option<u64>,
+    /// Idle since then: nothing ran or was picked here, and no wakep() took it.
+    idle_now: bool,
 }
 
 struct Checker {
@@ -212,6 +225,8 @@ impl Checker {
             gmp_ev_GMP_EV_KICK => {
                 if e.sub == gmp_why_GMP_WHY_RECHECK {
                     self.report.recheck_kicks += 1;
+                } else if e.sub == gmp_why_GMP_WHY_WAKEP {
+                    self.wakep(e);
                 }
             }
             gmp_ev_GMP_EV_MOVE => self.moved(i, e),
@@ -315,6 +330,25 @@ impl Checker {
             self.report.worst_wait_ns = self.report.worst_wait_ns.max(wait);
         }
         self.end_idle(e.cpu, e.ts);
+        if let Some(c) = self.cpu(e.cpu) {
+            c.idle_now = false;
+        }
+    }
+
+    /// proc.go pidleget: wakep() wakes the most recently idled P.
+    fn wakep(&mut self, e: &Event) {
+        let newest = (0..self.cpus.len())
+            .filter(|&c| self.cpus[c].idle_now)
+            .max_by_key(|&c| self.cpus[c].last_idle);
+        if let Some(n) = newest {
+            self.report.wakeps += 1;
+            if n as i32 == e.cpu {
+                self.report.wakeps_newest += 1;
+            }
+        }
+        if let Some(c) = self.cpu(e.cpu) {
+            c.idle_now = false;
+        }
     }
 
     fn end_idle(&mut self, cpu: i32, ts: u64) {
@@ -332,6 +366,9 @@ impl Checker {
     fn pick(&mut self, i: usize, e: &Event) {
         self.report.picks += 1;
         self.end_idle(e.cpu, e.ts);
+        if let Some(c) = self.cpu(e.cpu) {
+            c.idle_now = false;
+        }
         let retook = self.cpu(e.cpu).map(|c| std::mem::take(&mut c.retook)) == Some(true);
         let p = self.p.clone();
         let tick_due = global_tick_due(e.schedtick as u64, p.global_every);
@@ -474,6 +511,7 @@ impl Checker {
         let elsewhere = total - own.unwrap_or(0);
         if let Some(c) = self.cpu(e.cpu) {
             c.last_idle = Some(e.ts);
+            c.idle_now = true;
             if e.n > 0 && elsewhere > 0 && c.idle_beside_work.is_none() {
                 c.idle_beside_work = Some((e.ts, i));
             }
@@ -738,6 +776,33 @@ mod tests {
         assert_eq!(r.handoffs, 1);
         assert!(
             r.to_string().contains("1 sync hand-offs run directly"),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn wakeps_to_the_most_recently_idled_cpu_are_counted() {
+        let r = check(
+            trace_of(&[
+                "10 idle.0 cpu=1",
+                "20 idle.0 cpu=0",
+                "30 kick.wakep cpu=0 other=1",
+                "40 pick.runnext cpu=0 pid=5 n=1 want=1 tick=1",
+                "50 idle.0 cpu=0",
+                // CPU 1 idled first: Go's idle stack has CPU 0 on top.
+                "60 kick.wakep cpu=1 other=0",
+                "65 run.1 cpu=0 pid=6",
+                // Nothing idle by the trace: not counted either way.
+                "70 kick.wakep cpu=0 other=1",
+            ])
+            .as_bytes(),
+        )
+        .unwrap();
+        assert!(r.ok(), "{r}");
+        assert_eq!((r.wakeps_newest, r.wakeps), (1, 2));
+        assert!(
+            r.to_string()
+                .contains("pidleget: 1 of 2 wakeps woke the most recently idled CPU"),
             "{r}"
         );
     }
