@@ -142,6 +142,9 @@ struct gmp_cpu {
 	unsigned long long held_at;
 	/* The longest a task waited here from being queued to running (ns). Owner only. */
 	unsigned long long max_wait_ns;
+	/* When this CPU last idled, in pidleput() order: pidleget() takes the
+	 * largest. Written by the owner, read by any CPU (a hint). */
+	unsigned long long idle_seq;
 } __attribute__((aligned(64)));
 
 /*

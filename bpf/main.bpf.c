@@ -36,6 +36,8 @@ const volatile u32 steal_tries = GMP_STEAL_TRIES_DFL;
 const volatile bool go_handoff;
 /* Every wakeup calls wakep(), as Go's ready() does, an idle waker's too (--go-wakep). */
 const volatile bool go_wakep;
+/* wakep() wakes the CPU that idled last, as Go's pidleget() (--go-pidle). */
+const volatile bool go_pidle;
 /* The GRQ head waits at most this long (--global-max-wait-ms); 0: Go's rule only. */
 const volatile u64 global_max_wait_ns = (u64)GMP_GLOBAL_MAX_WAIT_MS_DFL * 1000 * 1000;
 const volatile u64 wakeup_preempt_ns = (u64)GMP_WAKEUP_PREEMPT_US_DFL * GMP_NSEC_PER_USEC;
@@ -73,6 +75,7 @@ u64 nmspinning;		/* sched.nmspinning */
 u32 nr_held;		/* CPUs with gmp_cpu.held set: retake looks only if any */
 u64 nr_tasks;		/* tasks managed by scx_gmp (Go's threads) */
 u64 runnext_seq;	/* orders runnext: newest first */
+u64 pidle_seq;		/* orders sched.pidle: pidleget() takes the newest */
 s32 snap_grq;		/* GRQ length, filled by snapshot() */
 s32 snap_idle;		/* idle CPUs, filled by snapshot() */
 
@@ -339,21 +342,59 @@ static bool set_spinning(s32 cpu, struct gmp_cpu *c, bool start, s32 by, bool co
 }
 
 /*
+ * pidleget: proc.go pidleget - with --go-pidle, take the most recently idled
+ * P, as Go's idle list is a stack: the kernel's idle mask says which CPUs
+ * idle, pidleput() stamped when, and if another CPU claims that one first,
+ * the kernel's first idle CPU instead. By default the kernel's first idle
+ * CPU, which keeps the kicks on fewer CPUs: not Go's rule (README: "Where
+ * Linux differs from Go"). Returns the CPU, claimed, or -1. Any CPU (its
+ * caller, wakep(), holds the only spinning count: one runs at a time).
+ */
+static s32 pidleget(void)
+{
+	const struct cpumask *idle, *online;
+	s32 best = -1, cpu;
+	u64 best_seq = 0;
+	u32 i;
+
+	online = scx_bpf_get_online_cpumask();
+	if (!go_pidle) {
+		cpu = scx_bpf_pick_idle_cpu(online, 0);
+		scx_bpf_put_cpumask(online);
+		return cpu;
+	}
+	idle = scx_bpf_get_idle_cpumask();
+	bpf_for(i, 0, nr_cpus) {
+		struct gmp_cpu *c = cpu_ctx(i);
+
+		if (c && bpf_cpumask_test_cpu(i, idle) && bpf_cpumask_test_cpu(i, online) &&
+		    (best < 0 || c->idle_seq > best_seq)) {
+			best = i;
+			best_seq = c->idle_seq;
+		}
+	}
+	scx_bpf_put_idle_cpumask(idle);
+	if (best >= 0 && scx_bpf_test_and_clear_cpu_idle(best))
+		cpu = best;
+	else
+		cpu = scx_bpf_pick_idle_cpu(online, 0);
+	scx_bpf_put_cpumask(online);
+	return cpu;
+}
+
+/*
  * wakep: proc.go wakep - wake one idle P to spin, if no P is spinning yet.
  * Returns whether it woke one. Any CPU.
  */
 static bool wakep(void)
 {
-	const struct cpumask *online;
 	struct gmp_cpu *c;
 	s32 cpu;
 
 	/* A dying CPU cannot kick: the task waits on its queue (kick_cpu). */
 	if (nmspinning || this_cpu_dying() || !__sync_bool_compare_and_swap(&nmspinning, 0, 1))
 		return false;
-	online = scx_bpf_get_online_cpumask();
-	cpu = scx_bpf_pick_idle_cpu(online, 0);
-	scx_bpf_put_cpumask(online);
+	cpu = pidleget();
 	c = cpu_ctx(cpu);
 	/*
 	 * The woken CPU spins on our count. If it already spins on its own
@@ -1471,14 +1512,15 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 }
 
 /*
- * pidleput: proc.go pidleput - @cpu found nothing to run and idles. Its
- * runnext chain ends here: the next task that inherits its slice after it
- * wakes gets a new min_slice_ns grace (inherit_slice()), as Go's sysmon,
- * which looks only at running Ps, lets it run before it retakes it. Owner
- * only.
+ * pidleput: proc.go pidleput - @cpu found nothing to run and idles: it goes
+ * on top of the idle stack (pidleget()). Its runnext chain ends here: the
+ * next task that inherits its slice after it wakes gets a new min_slice_ns
+ * grace (inherit_slice()), as Go's sysmon, which looks only at running Ps,
+ * lets it run before it retakes it. Owner only.
  */
 static void pidleput(s32 cpu, struct gmp_cpu *c)
 {
+	c->idle_seq = __sync_fetch_and_add(&pidle_seq, 1) + 1;
 	c->retake_at = 0;
 	stat_add(GMP_STAT_IDLE, 1);
 	ev_idle(cpu, c);

@@ -129,6 +129,7 @@ impl<'a> Scheduler<'a> {
         rodata.trace_on = tracing;
         rodata.go_handoff = policy.go_handoff;
         rodata.go_wakep = policy.go_wakep;
+        rodata.go_pidle = policy.go_pidle;
         rodata.ready_idle = policy.ready_idle;
         rodata.cross_process_idle = !policy.go_cross_process;
         rodata.global_max_wait_ns = policy.global_max_wait_ms * 1_000_000;
@@ -149,6 +150,7 @@ impl<'a> Scheduler<'a> {
         let go = [
             (policy.go_handoff, ", Go's hand-off"),
             (policy.go_wakep, ", Go's wakep"),
+            (policy.go_pidle, ", Go's idle stack"),
             (policy.ready_idle, ", wakeups on idle CPUs"),
             (policy.go_cross_process, ", Go's ready() across processes"),
         ];

@@ -105,6 +105,13 @@ pub struct PolicyOpts {
     #[arg(long, global = true)]
     pub go_wakep: bool,
 
+    /// BPF mode: wakep() wakes the CPU that idled last, as Go's pidleget()
+    /// takes the top of its stack of idle Ps. By default it wakes the
+    /// kernel's first idle CPU (the lowest-numbered, a whole idle core
+    /// first), which keeps the kicks on fewer CPUs.
+    #[arg(long, global = true)]
+    pub go_pidle: bool,
+
     /// BPF mode: a wakeup by a running task (not a sync one, not a new
     /// thread) runs at once on an idle CPU it may use, its previous CPU
     /// first, if one is idle. Not Go's rule: Go's ready() puts the task in

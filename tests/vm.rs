@@ -876,6 +876,7 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
         "fanout",
         "spin",
         "pingpong",
+        "pidle",
         "stress",
         "preempt",
         "wakepdelay",
@@ -901,6 +902,20 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
         let lines: u64 = kv(out, "trace_lines").unwrap().parse().unwrap();
         assert!(lines > 1000, "{name}: only {lines} trace lines");
     }
+    // --go-pidle: wakep() woke the CPU that idled last, bar the races where
+    // that CPU was not yet in the kernel's idle mask (90% to 97% of the
+    // wakeps in three 4-vCPU ping-pongs; 25% to 62% without the option).
+    let pidle = &r.stdout[r.stdout.find("== trace pidle").unwrap()..];
+    let line = pidle
+        .lines()
+        .find(|l| l.starts_with("pidleget: "))
+        .unwrap_or_else(|| panic!("no pidleget count in:\n{pidle}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let (newest, wakeps): (u64, u64) = (words[1].parse().unwrap(), words[3].parse().unwrap());
+    assert!(
+        wakeps >= 50 && newest * 10 >= wakeps * 8,
+        "--go-pidle: {line}\n{pidle}"
+    );
     // --wakeup-preempt-us preempted tasks beside the timer wakeups, and put
     // each back to run next.
     assert!(num(&r.stdout, "preempt_puts") > 0, "{}", r.stdout);

@@ -86,7 +86,7 @@ check_trace() {
 	echo "check_exit=$? trace_lines=$(wc -l <"$1") trace_bytes=$(stat -c %s "$1")"
 	echo "nothing_lost_violations=$(grep -c 'nothing-lost' "$out")"
 	grep -m 20 '^violation' "$out"
-	grep -E '^(checked|worst|differs|scx_gmp: error)' "$out"
+	grep -E '^(checked|worst|pidleget|differs|scx_gmp: error)' "$out"
 	trace_context "$1" "$out"
 }
 

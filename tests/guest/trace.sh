@@ -19,6 +19,9 @@ traced() {
 traced fanout "$GMP_LOAD" fanout --threads 1000 --busy-ms 20 --gate
 traced spin "$GMP_LOAD" spin --threads $((n * 2)) --secs 3
 traced pingpong "$GMP_LOAD" pingpong --rounds 5000
+# Go's idle stack: each wakep() of the ping-pong wakes the CPU that idled
+# last (the checker counts those among its wakeps).
+GMP_ARGS="--go-pidle" traced pidle "$GMP_LOAD" pingpong --rounds 5000
 traced stress stress-ng -t 20 --aggressive -M -c "$n" -f "$n" --affinity 1 \
 	--affinity-delay 1 --affinity-pin
 # Timer wakeups beside CPU hogs, with wakeup preemption: the preempted
