@@ -75,7 +75,7 @@ u64 nmspinning;		/* sched.nmspinning */
 u32 nr_held;		/* CPUs with gmp_cpu.held set: retake looks only if any */
 u64 nr_tasks;		/* tasks managed by scx_gmp (Go's threads) */
 u64 runnext_seq;	/* orders runnext: newest first */
-u64 pidle_seq;		/* orders sched.pidle: pidleget() takes the newest */
+u64 pidle_seq;		/* orders sched.pidle (--go-pidle): pidleget() takes the newest */
 s32 snap_grq;		/* GRQ length, filled by snapshot() */
 s32 snap_idle;		/* idle CPUs, filled by snapshot() */
 
@@ -353,33 +353,28 @@ static bool set_spinning(s32 cpu, struct gmp_cpu *c, bool start, s32 by, bool co
 static s32 pidleget(void)
 {
 	const struct cpumask *idle, *online;
-	s32 best = -1, cpu;
+	s32 best = -1;
 	u64 best_seq = 0;
 	u32 i;
 
 	online = scx_bpf_get_online_cpumask();
-	if (!go_pidle) {
-		cpu = scx_bpf_pick_idle_cpu(online, 0);
-		scx_bpf_put_cpumask(online);
-		return cpu;
-	}
-	idle = scx_bpf_get_idle_cpumask();
-	bpf_for(i, 0, nr_cpus) {
-		struct gmp_cpu *c = cpu_ctx(i);
+	if (go_pidle) {
+		idle = scx_bpf_get_idle_cpumask();
+		bpf_for(i, 0, nr_cpus) {
+			struct gmp_cpu *c = cpu_ctx(i);
 
-		if (c && bpf_cpumask_test_cpu(i, idle) && bpf_cpumask_test_cpu(i, online) &&
-		    (best < 0 || c->idle_seq > best_seq)) {
-			best = i;
-			best_seq = c->idle_seq;
+			if (c && bpf_cpumask_test_cpu(i, idle) && bpf_cpumask_test_cpu(i, online) &&
+			    (best < 0 || c->idle_seq > best_seq)) {
+				best = i;
+				best_seq = c->idle_seq;
+			}
 		}
+		scx_bpf_put_idle_cpumask(idle);
 	}
-	scx_bpf_put_idle_cpumask(idle);
-	if (best >= 0 && scx_bpf_test_and_clear_cpu_idle(best))
-		cpu = best;
-	else
-		cpu = scx_bpf_pick_idle_cpu(online, 0);
+	if (best < 0 || !scx_bpf_test_and_clear_cpu_idle(best))
+		best = scx_bpf_pick_idle_cpu(online, 0);
 	scx_bpf_put_cpumask(online);
-	return cpu;
+	return best;
 }
 
 /*
@@ -1512,15 +1507,16 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 }
 
 /*
- * pidleput: proc.go pidleput - @cpu found nothing to run and idles: it goes
- * on top of the idle stack (pidleget()). Its runnext chain ends here: the
- * next task that inherits its slice after it wakes gets a new min_slice_ns
- * grace (inherit_slice()), as Go's sysmon, which looks only at running Ps,
- * lets it run before it retakes it. Owner only.
+ * pidleput: proc.go pidleput - @cpu found nothing to run and idles: with
+ * --go-pidle it goes on top of the idle stack (pidleget()). Its runnext
+ * chain ends here: the next task that inherits its slice after it wakes
+ * gets a new min_slice_ns grace (inherit_slice()), as Go's sysmon, which
+ * looks only at running Ps, lets it run before it retakes it. Owner only.
  */
 static void pidleput(s32 cpu, struct gmp_cpu *c)
 {
-	c->idle_seq = __sync_fetch_and_add(&pidle_seq, 1) + 1;
+	if (go_pidle)
+		c->idle_seq = __sync_fetch_and_add(&pidle_seq, 1) + 1;
 	c->retake_at = 0;
 	stat_add(GMP_STAT_IDLE, 1);
 	ev_idle(cpu, c);
