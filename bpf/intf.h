@@ -15,6 +15,15 @@ enum gmp_consts {
 	 * own maximum and default, 30 s.
 	 */
 	GMP_TIMEOUT_MS = 30000,
+	/*
+	 * The decision trace's ring buffer (--trace), which the agent drains
+	 * every GMP_TRACE_POLL_MS; no record wakes it. Woken by records, or
+	 * waiting in poll(), which returns at once while the ring holds any,
+	 * the agent never slept: its own runs made records, and it held a CPU
+	 * that Go's rules then never let steal.
+	 */
+	GMP_TRACE_RB_BYTES = 16 << 20,
+	GMP_TRACE_POLL_MS = 50,
 };
 
 /*

@@ -64,7 +64,7 @@ const volatile bool trace_on;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 << 20);
+	__uint(max_entries, GMP_TRACE_RB_BYTES);
 } trace_rb SEC(".maps");
 
 /* Per-CPU state and counters, read by the agent. */
@@ -191,10 +191,11 @@ static __always_inline struct gmp_event *ev_new(u32 kind, u32 sub, s32 cpu, s32 
 	return e;
 }
 
+/* Submit a record; the agent drains the ring on its own clock (intf.h). Any CPU. */
 static __always_inline void ev_send(struct gmp_event *e)
 {
 	if (e)
-		bpf_ringbuf_submit(e, 0);
+		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
 /* A record with one extra number: kicks, runs, sleeps, spins. */

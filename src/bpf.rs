@@ -226,17 +226,18 @@ impl<'a> Scheduler<'a> {
             }
             None => None,
         };
-        // Tracing: wait on the ring buffer, and answer stats requests between.
+        // Tracing: drain the ring buffer every GMP_TRACE_POLL_MS (no record
+        // wakes the agent, intf.h), and answer stats requests between.
         // Otherwise wake once a second, as scx_bpfland does, to notice a
         // signal or an ejection: at 4 wakes a second the agent used 3 to
         // 4 ms of CPU a second on an idle 2-vCPU TCG guest, at 1 about 1 ms.
         let wait = match rb {
-            Some(_) => Duration::ZERO,
+            Some(_) => Duration::from_millis(gmp_consts_GMP_TRACE_POLL_MS as u64),
             None => Duration::from_secs(1),
         };
         while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
             if let Some(rb) = &rb {
-                rb.poll(Duration::from_millis(100))?;
+                rb.consume()?;
             }
             match req_ch.recv_timeout(wait) {
                 Ok(()) => res_ch.send(self.metrics()?)?,

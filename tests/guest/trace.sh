@@ -15,6 +15,11 @@ traced() {
 	echo "workload_exit=$?"
 	stop_gmp "/tmp/$name.log"
 	check_trace "/tmp/$name.trace"
+	# The agent's own records, and the trace's span: it drains the ring on
+	# a clock, about 20 times a second, not once per record.
+	echo "agent_records=$(grep -c " pid=$GMP_PID " "/tmp/$name.trace")"
+	awk '!/^#/ && NF { if (!t0) t0 = $1; t1 = $1 }
+		END { printf "trace_ms=%d\n", (t1 - t0) / 1e6 }' "/tmp/$name.trace"
 }
 traced fanout "$GMP_LOAD" fanout --threads 1000 --busy-ms 20 --gate
 traced spin "$GMP_LOAD" spin --threads $((n * 2)) --secs 3
