@@ -402,8 +402,28 @@ static bool wakep(void)
 	}
 	ev_simple(GMP_EV_KICK, GMP_WHY_WAKEP, cpu, -1, bpf_get_smp_processor_id());
 	stat_add(GMP_STAT_KICK, 1);
+	__sync_lock_test_and_set(&c->kicked_at, bpf_ktime_get_ns());
 	kick_cpu(cpu);
 	return true;
+}
+
+/*
+ * A CPU that wakep() kicked dispatches: count how long the kick took to
+ * answer. Go wakes a P in microseconds; a CPU whose vCPU waits for a host
+ * core takes milliseconds, and then each kick costs more than it gains
+ * (kick slow=; README, "Reading the stats"). Owner only.
+ */
+static void kick_answered(struct gmp_cpu *c)
+{
+	u64 at = __sync_lock_test_and_set(&c->kicked_at, 0);
+	u64 now = bpf_ktime_get_ns();
+
+	if (!at || now < at)
+		return;
+	stat_add(GMP_STAT_KICK_ANSWERED, 1);
+	stat_add(GMP_STAT_KICK_WAIT_US, (now - at) / GMP_NSEC_PER_USEC);
+	if (now - at > (u64)GMP_KICK_SLOW_US * GMP_NSEC_PER_USEC)
+		stat_add(GMP_STAT_KICK_SLOW, 1);
 }
 
 /*
@@ -1530,6 +1550,7 @@ void BPF_STRUCT_OPS(gmp_dispatch, s32 cpu, struct task_struct *prev)
 
 	if (!c)
 		return;
+	kick_answered(c);
 	runnext_flush(cpu);
 	runqputslow_flush(cpu);
 	retake(cpu);

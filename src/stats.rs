@@ -78,6 +78,9 @@ counters! {
     yields = gmp_stat_GMP_STAT_YIELD, "" "yield", "Yields (Gosched, to the global queue)";
     idle = gmp_stat_GMP_STAT_IDLE, "" "idle", "find_runnable found nothing";
     kicks = gmp_stat_GMP_STAT_KICK, "" "kick", "wakep kicks of idle CPUs";
+    kicks_answered = gmp_stat_GMP_STAT_KICK_ANSWERED, "kick" "answered", "BPF mode: wakep kicks whose CPU has dispatched since";
+    kick_wait_us = gmp_stat_GMP_STAT_KICK_WAIT_US, "kick" "wait-us", "BPF mode: their total time from the kick to that dispatch, in microseconds (divided by answered: the mean)";
+    kicks_slow = gmp_stat_GMP_STAT_KICK_SLOW, "kick" "slow", "BPF mode: of those, answered after more than 1 ms: the woken CPU's vCPU waited for a host core (an overcommitted VM), where --wakep-delay-us or --ready-idle may serve better than Go's wakep()";
     spins = gmp_stat_GMP_STAT_SPIN, "" "spin", "CPUs that started spinning";
     kthread = gmp_stat_GMP_STAT_KTHREAD, "" "kthread", "Woken kernel threads run on their CPU, outside the Go queues";
     trace_dropped = gmp_stat_GMP_STAT_TRACE_DROPPED, "" "trace-dropped", "Trace events lost to a full ring buffer (--trace)";

@@ -554,6 +554,15 @@ fn rules(mode: &str) {
     let m = stats(&pp);
     assert!(m.runnext_hit > 0, "{pp}");
     assert!(m.runnext_put > 0, "{pp}");
+    // BPF mode: the CPUs wakep() kicked answered, each kick counted once,
+    // with its time and whether it took over 1 ms. (A snapshot reads the
+    // CPUs one at a time: a kick counted on a CPU read before it may be
+    // answered on one read after, so a few answers may lead the kicks.)
+    if mode == BPF {
+        assert!(m.kicks_answered > 0, "{pp}");
+        assert!(m.kicks_answered <= m.kicks + m.gomaxprocs, "{pp}");
+        assert!(m.kicks_slow <= m.kicks_answered, "{pp}");
+    }
 
     // Beside a SCHED_IDLE hog on every CPU, a sleeper's wakeups preempt
     // the hog on their CPU (idle_yields()), in BPF mode on the waker's CPU,
