@@ -78,9 +78,6 @@ counters! {
     yields = gmp_stat_GMP_STAT_YIELD, "" "yield", "Yields (Gosched, to the global queue)";
     idle = gmp_stat_GMP_STAT_IDLE, "" "idle", "find_runnable found nothing";
     kicks = gmp_stat_GMP_STAT_KICK, "" "kick", "wakep kicks of idle CPUs";
-    kicks_answered = gmp_stat_GMP_STAT_KICK_ANSWERED, "kick" "answered", "BPF mode: wakep kicks whose CPU has dispatched since";
-    kick_wait_us = gmp_stat_GMP_STAT_KICK_WAIT_US, "kick" "wait-us", "BPF mode: their total time from the kick to that dispatch, in microseconds (divided by answered: the mean)";
-    kicks_slow = gmp_stat_GMP_STAT_KICK_SLOW, "kick" "slow", "BPF mode: of those, answered after more than 1 ms: the woken CPU's vCPU waited for a host core (an overcommitted VM), where --wakep-delay-us or --ready-idle may serve better than Go's wakep()";
     spins = gmp_stat_GMP_STAT_SPIN, "" "spin", "CPUs that started spinning";
     kthread = gmp_stat_GMP_STAT_KTHREAD, "" "kthread", "Woken kernel threads run on their CPU, outside the Go queues";
     trace_dropped = gmp_stat_GMP_STAT_TRACE_DROPPED, "" "trace-dropped", "Trace events lost to a full ring buffer (--trace)";
@@ -97,6 +94,9 @@ counters! {
     wakep_lates = gmp_stat_GMP_STAT_WAKEP_LATE, "" "wakep-late", "Delayed wakep()s that found the woken task still waiting and woke an idle CPU (--wakep-delay-us)";
     lock_handoffs = gmp_stat_GMP_STAT_LOCK_HANDOFF, "lock" "handoff", "User mode: wakeups from a kernel lock run next on the waker's CPU without the agent (not --go-handoff)";
     lock_refusals = gmp_stat_GMP_STAT_LOCK_REFUSED, "lock" "refused", "User mode: wakeups from a kernel lock sent to the agent instead, because their CPU had taken 61 such hand-offs since it last asked the agent for work";
+    kicks_answered = gmp_stat_GMP_STAT_KICK_ANSWERED, "kick" "answered", "BPF mode: wakep kicks whose CPU has dispatched since";
+    kick_wait_us = gmp_stat_GMP_STAT_KICK_WAIT_US, "kick" "wait-us", "BPF mode: their total time from the kick to that dispatch, in microseconds (divided by answered: the mean)";
+    kicks_slow = gmp_stat_GMP_STAT_KICK_SLOW, "kick" "slow", "BPF mode: of those, answered after more than 1 ms: the woken CPU's vCPU waited for a host core (an overcommitted VM), where --wakep-delay-us or --ready-idle may serve better than Go's wakep()";
 }
 
 impl Metrics {
