@@ -175,6 +175,15 @@ u64 dsq_takes[MAX_CPUS], dsq_takes_seen[MAX_CPUS];
 u32 hotplugs_seen[MAX_CPUS];
 u8 cpu_stuck[MAX_CPUS];
 volatile u64 nr_stuck, nr_stuck_events;
+/*
+ * scx_gmp: the last CPU find_stuck() found stuck, for the agent's last line:
+ * its DSQ's length, the task it ran (@cur_pid; the agent's runs are not
+ * recorded there) and for how long (scx_bpf_now()), whether a higher class
+ * held it, and when (bpf_ktime_get_ns(), CLOCK_MONOTONIC). Timer only.
+ */
+volatile s32 stuck_cpu;
+volatile u32 stuck_queued, stuck_pid, stuck_held;
+volatile u64 stuck_ran_ns, stuck_at;
 
 /*
  * @cpu served its own DSQ: it took a task, or gave some up. Executed only
@@ -2118,6 +2127,12 @@ static void find_stuck(void)
 			cpu_stuck[cpu] = 1;
 			__sync_fetch_and_add(&nr_stuck, 1);
 			__sync_fetch_and_add(&nr_stuck_events, 1);
+			stuck_cpu = cpu;
+			stuck_queued = scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu));
+			stuck_pid = cur_pid[cpu];
+			stuck_ran_ns = cur_pid[cpu] ? time_delta(scx_bpf_now(), cur_start[cpu]) : 0;
+			stuck_held = cpu_held[cpu];
+			stuck_at = bpf_ktime_get_ns();
 		} else if (!waiting && cpu_stuck[cpu]) {
 			cpu_stuck[cpu] = 0;
 			__sync_fetch_and_sub(&nr_stuck, 1);

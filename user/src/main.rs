@@ -236,6 +236,62 @@ impl Runs {
 }
 
 /// The BPF layer's count of CPU hotplug events (user/bpf).
+/// The backstop's stuck CPUs for the agent's last line: how many times one
+/// got stuck, and what the last one was doing then (user/bpf: `stuck_cpu`).
+fn stuck_cpus(bpf: &BpfScheduler) -> String {
+    let bss = bpf.bss();
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec for the kernel to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    let now_ns = now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64;
+    // SAFETY: as in `cpu_hotplugs`: plain values the BPF side writes.
+    let s = unsafe {
+        Stuck {
+            n: std::ptr::read_volatile(&bss.nr_stuck_events),
+            cpu: std::ptr::read_volatile(&bss.stuck_cpu),
+            queued: std::ptr::read_volatile(&bss.stuck_queued),
+            pid: std::ptr::read_volatile(&bss.stuck_pid),
+            held: std::ptr::read_volatile(&bss.stuck_held) != 0,
+            ran_ns: std::ptr::read_volatile(&bss.stuck_ran_ns),
+            ago_ns: now_ns.saturating_sub(std::ptr::read_volatile(&bss.stuck_at)),
+        }
+    };
+    s.to_string()
+}
+
+/// What the backstop recorded of the last stuck CPU (see `stuck_cpus`).
+struct Stuck {
+    n: u64,
+    cpu: i32,
+    queued: u32,
+    pid: u32,
+    held: bool,
+    ran_ns: u64,
+    ago_ns: u64,
+}
+
+impl std::fmt::Display for Stuck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.n)?;
+        if self.n == 0 {
+            return Ok(());
+        }
+        write!(
+            f,
+            " (the last: CPU {}, {} tasks in its DSQ, {}running pid {} for {} ms, {:.1} s before this line)",
+            self.cpu,
+            self.queued,
+            if self.held { "held by a higher class, " } else { "" },
+            self.pid,
+            self.ran_ns / 1_000_000,
+            self.ago_ns as f64 / 1e9
+        )
+    }
+}
+
 fn hotplug_count(bpf: &BpfScheduler) -> u64 {
     let bss = bpf.bss();
     // SAFETY: as in `cpu_hotplugs`.
@@ -889,8 +945,7 @@ impl<'a> Agent<'a> {
              wakeups run ahead of the SCHED_IDLE tasks committed to an idle CPU: {}",
             hotplug_count(&self.bpf),
             self.procresize,
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_stuck_events) },
+            stuck_cpus(&self.bpf),
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_released) },
             // SAFETY: as in `cpu_hotplugs`.
@@ -993,7 +1048,7 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::{dispatch_vtime, hotplug_steps, Runs};
+    use super::{dispatch_vtime, hotplug_steps, Runs, Stuck};
 
     #[test]
     fn run_records_tell_started_and_stopped_or_say_they_cannot() {
@@ -1048,5 +1103,29 @@ mod tests {
         // Many: the last two or three, ending in the right state.
         assert_eq!(steps(false, 4), [true, false]);
         assert_eq!(steps(false, 7), [true, false, true]);
+    }
+
+    #[test]
+    fn the_last_stuck_cpu_is_told_only_when_there_was_one() {
+        let mut s = Stuck {
+            n: 0,
+            cpu: 1,
+            queued: 3,
+            pid: 812,
+            held: false,
+            ran_ns: 4_200_000,
+            ago_ns: 31_250_000_000,
+        };
+        // The lifecycle test looks for "stuck CPUs: 0;".
+        assert_eq!(format!("stuck CPUs: {s};"), "stuck CPUs: 0;");
+        s.n = 2;
+        assert_eq!(
+            s.to_string(),
+            "2 (the last: CPU 1, 3 tasks in its DSQ, running pid 812 for 4 ms, 31.2 s before this line)"
+        );
+        s.held = true;
+        assert!(s
+            .to_string()
+            .contains("DSQ, held by a higher class, running pid 812"));
     }
 }
