@@ -235,7 +235,6 @@ impl Runs {
     }
 }
 
-/// The BPF layer's count of CPU hotplug events (user/bpf).
 /// The backstop's stuck CPUs for the agent's last line: how many times one
 /// got stuck, and what the last one was doing then (user/bpf: `stuck_cpu`).
 fn stuck_cpus(bpf: &BpfScheduler) -> String {
@@ -292,6 +291,7 @@ impl std::fmt::Display for Stuck {
     }
 }
 
+/// The BPF layer's count of CPU hotplug events (user/bpf).
 fn hotplug_count(bpf: &BpfScheduler) -> u64 {
     let bss = bpf.bss();
     // SAFETY: as in `cpu_hotplugs`.
