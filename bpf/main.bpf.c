@@ -415,9 +415,13 @@ static bool wakep(void)
  */
 static void kick_answered(struct gmp_cpu *c)
 {
-	u64 at = __sync_lock_test_and_set(&c->kicked_at, 0);
-	u64 now = bpf_ktime_get_ns();
+	u64 at, now;
 
+	/* Most dispatches follow no kick: take the stamp only if there is one. */
+	if (!READ_ONCE(c->kicked_at))
+		return;
+	at = __sync_lock_test_and_set(&c->kicked_at, 0);
+	now = bpf_ktime_get_ns();
 	if (!at || now < at)
 		return;
 	stat_add(GMP_STAT_KICK_ANSWERED, 1);
