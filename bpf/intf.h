@@ -31,6 +31,13 @@ enum gmp_consts {
 	 * core (docs/benchmarks.md).
 	 */
 	GMP_KICK_SLOW_US = 1000,
+	/*
+	 * The share of slow kicks, as --ready-idle-slow-pct reads it: a moving
+	 * average over about the last 2^GMP_KICK_SHARE_SHIFT answers, in
+	 * parts of GMP_KICK_SHARE_ONE.
+	 */
+	GMP_KICK_SHARE_ONE = 1 << 16,
+	GMP_KICK_SHARE_SHIFT = 6,
 };
 
 /*
@@ -50,6 +57,8 @@ enum gmp_defaults {
 	GMP_WAKEUP_PREEMPT_US_DFL = 0,
 	/* Not Go's: wakep() at once, as Go's ready() does (README). */
 	GMP_WAKEP_DELAY_US_DFL = 0,
+	/* Not Go's: wakeups on idle CPUs once kicks are slow; off (README). */
+	GMP_READY_IDLE_SLOW_PCT_DFL = 0,
 	/* Not Go's: the longest slice of a SCHED_IDLE task (README). */
 	GMP_IDLE_SLICE_US_DFL = 1000,
 };

@@ -46,6 +46,11 @@ const volatile u64 wakep_delay_ns = (u64)GMP_WAKEP_DELAY_US_DFL * GMP_NSEC_PER_U
 const volatile u64 idle_slice_ns = (u64)GMP_IDLE_SLICE_US_DFL * GMP_NSEC_PER_USEC;
 /* A running task's wakeup runs at once on an idle CPU, if one is (--ready-idle). */
 const volatile bool ready_idle;
+/*
+ * ... and so does it while the share of slow kicks is over this, in parts of
+ * GMP_KICK_SHARE_ONE (--ready-idle-slow-pct); 0: off.
+ */
+const volatile u32 ready_idle_slow;
 /* A wakeup into another process runs at once on an idle CPU (off: --go-cross-process). */
 const volatile bool cross_process_idle;
 const volatile u32 nr_cpus = 1;				/* gomaxprocs */
@@ -78,6 +83,7 @@ u64 runnext_seq;	/* orders runnext: newest first */
 u64 pidle_seq;		/* orders sched.pidle (--go-pidle): pidleget() takes the newest */
 s32 snap_grq;		/* GRQ length, filled by snapshot() */
 s32 snap_idle;		/* idle CPUs, filled by snapshot() */
+s64 kick_slow_share;	/* recent slow kicks, of GMP_KICK_SHARE_ONE: kick_answered() */
 
 struct task_ctx {
 	s32 runnext_cpu;	/* select_cpu() chose this waker CPU's runnext */
@@ -416,6 +422,8 @@ static bool wakep(void)
 static void kick_answered(struct gmp_cpu *c)
 {
 	u64 at, now;
+	s64 share;
+	bool slow;
 
 	/* Most dispatches follow no kick: take the stamp only if there is one. */
 	if (!READ_ONCE(c->kicked_at))
@@ -426,8 +434,22 @@ static void kick_answered(struct gmp_cpu *c)
 		return;
 	stat_add(GMP_STAT_KICK_ANSWERED, 1);
 	stat_add(GMP_STAT_KICK_WAIT_US, (now - at) / GMP_NSEC_PER_USEC);
-	if (now - at > (u64)GMP_KICK_SLOW_US * GMP_NSEC_PER_USEC)
+	slow = now - at > (u64)GMP_KICK_SLOW_US * GMP_NSEC_PER_USEC;
+	if (slow)
 		stat_add(GMP_STAT_KICK_SLOW, 1);
+	/* Two CPUs answering at once may lose one update of an estimate. */
+	share = READ_ONCE(kick_slow_share);
+	share += ((slow ? (s64)GMP_KICK_SHARE_ONE : 0) - share) >> GMP_KICK_SHARE_SHIFT;
+	WRITE_ONCE(kick_slow_share, share);
+}
+
+/*
+ * Are kicks slow: over --ready-idle-slow-pct of the recent kicks took over
+ * GMP_KICK_SLOW_US to answer? Any CPU.
+ */
+static bool kicks_slow(void)
+{
+	return ready_idle_slow && READ_ONCE(kick_slow_share) > (s64)ready_idle_slow;
 }
 
 /*
@@ -1307,7 +1329,8 @@ static bool other_process(const struct task_struct *p, const struct task_struct 
 /*
  * ready(), when an idle CPU is known: a running task woke @p, not as a new
  * thread, and either into another process (unless --go-cross-process) or
- * not as it goes to sleep (not sync; --ready-idle). Go would put @p in the
+ * not as it goes to sleep (not sync; --ready-idle, or while kicks are slow
+ * with --ready-idle-slow-pct). Go would put @p in the
  * waker's runnext (a sync one straight in its local DSQ: handoff()) and
  * wakep() an idle P to steal it if the waker runs on; here @p goes straight
  * to an idle CPU it may run on (its previous one first), with one IPI and no
@@ -1317,10 +1340,17 @@ static bool other_process(const struct task_struct *p, const struct task_struct 
 static s32 idle_cpu_for(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
+	bool ready;
 
 	if ((wake_flags & SCX_WAKE_FORK) || !cur->pid)
 		return -1;
-	if (!(ready_idle && !(wake_flags & SCX_WAKE_SYNC)) &&
+	/*
+	 * --ready-idle-slow-pct: while kicks are slow, as --ready-idle, but not
+	 * for an exiting waker (a thread's exit waking its joiner): it leaves
+	 * its CPU as a sync waker does, and an idle CPU costs a slow kick.
+	 */
+	ready = ready_idle || (kicks_slow() && !(cur->flags & PF_EXITING));
+	if (!(ready && !(wake_flags & SCX_WAKE_SYNC)) &&
 	    !(cross_process_idle && other_process(p, cur)))
 		return -1;
 	return idle_unheld_cpu(p, prev_cpu);

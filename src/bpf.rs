@@ -131,6 +131,7 @@ impl<'a> Scheduler<'a> {
         rodata.go_wakep = policy.go_wakep;
         rodata.go_pidle = policy.go_pidle;
         rodata.ready_idle = policy.ready_idle;
+        rodata.ready_idle_slow = policy.ready_idle_slow_pct * gmp_consts_GMP_KICK_SHARE_ONE / 100;
         rodata.cross_process_idle = !policy.go_cross_process;
         rodata.global_max_wait_ns = policy.global_max_wait_ms * 1_000_000;
         rodata.wakeup_preempt_ns = us_to_ns(policy.wakeup_preempt_us);
@@ -163,6 +164,10 @@ impl<'a> Scheduler<'a> {
         .iter()
         .filter(|t| t.0 != 0)
         .map(|(us, what)| format!(", {what} {us} us"))
+        .chain((policy.ready_idle_slow_pct != 0).then(|| {
+            let pct = policy.ready_idle_slow_pct;
+            format!(", wakeups on idle CPUs while over {pct}% of kicks are slow")
+        }))
         .collect();
         log::info!(
             "scx_gmp {} scheduling {nr_cpus} CPUs: {params}{}{timed}",

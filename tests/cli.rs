@@ -31,6 +31,7 @@ fn help_explains_every_knob() {
         "--wakep-delay-us",
         "--idle-slice-us",
         "--ready-idle",
+        "--ready-idle-slow-pct",
         "--go-wakep",
         "--go-ready",
         "--lazy-agent",
@@ -60,6 +61,7 @@ fn out_of_range_knobs_are_refused() {
         &["--wakep-delay-us", "-5"],
         &["--idle-slice-us", "1000001"],
         &["--idle-slice-us", "x"],
+        &["--ready-idle-slow-pct", "101"],
     ] {
         let (code, _, err) = scx_gmp(args);
         assert_eq!(code, 2, "{args:?} accepted");
