@@ -1499,6 +1499,20 @@ void BPF_STRUCT_OPS(rustland_enqueue, struct task_struct *p, u64 enq_flags)
 	 */
 	if (is_usersched_task(p)) {
 		scx_bpf_dsq_insert(p, SCHED_DSQ, slice_ns, enq_flags);
+		/*
+		 * scx_gmp: the agent put back because a real-time task took its
+		 * CPU (cpu_release(): SCX_ENQ_REENQ) was in a pass, or about to
+		 * start one, and its work is pending though nothing may say so:
+		 * the ring drained, @nr_scheduled not yet updated, the flag taken
+		 * by the dispatch that picked it. No CPU then took it from
+		 * SCHED_DSQ until the timer's look, up to a second later: in one
+		 * CI run a woken task that it had read waited 1.2 s beside an
+		 * idle CPU (docs/reliability.md).
+		 */
+		if (enq_flags & SCX_ENQ_REENQ) {
+			set_usersched_needed();
+			kick_idle_for(p);
+		}
 		goto out_kick;
 	}
 
