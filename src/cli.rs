@@ -124,8 +124,9 @@ pub struct PolicyOpts {
     /// BPF mode: --ready-idle, but only while over PCT percent of the
     /// recent kicks of an idle CPU (wakep()) took over 1 ms to answer: a
     /// VM with more vCPUs than its host gives it cores, where each kick
-    /// wakes a vCPU that must wait for one, and a steal comes late. With
-    /// the kicks fast, Go's rule. 0: off, Go's rule always.
+    /// wakes a vCPU that must wait for one, and a steal comes late. Not for
+    /// a wakeup by an exiting thread (its joiner runs next where it
+    /// exits). With the kicks fast, Go's rule. 0: off, Go's rule always.
     #[arg(long, global = true, value_name = "PCT", default_value_t = gmp_defaults_GMP_READY_IDLE_SLOW_PCT_DFL, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub ready_idle_slow_pct: u32,
 
