@@ -690,17 +690,18 @@ fn watchdog(mode: &str) {
 /// dispatch(), to a CPU whose task blocked just then; the task waited in
 /// that CPU's queue, with every CPU idle, for 104 to 330 ms, in 4 of 9 runs
 /// of 6 s (docs/reliability.md).
-fn idle_wait(mode: &str) {
+fn idle_wait(mode: &str, rt: bool) {
     let waits = repo().join("bench/waits.py");
     let waits = waits.to_str().unwrap();
+    let rt = if rt { "rt" } else { "-" };
     let r = guest(
         &["--cpus", "2"],
         "idlewait.sh",
-        &[&gmp_load(), waits, "20", mode],
+        &[&gmp_load(), waits, "20", rt, mode],
     );
     let out = ok_stdout(&r);
     let summary = out.lines().find(|l| l.starts_with("wakeups="));
-    eprintln!("idle wait {mode:?}: {summary:?}");
+    eprintln!("idle wait {mode:?} {rt}: {summary:?}");
     assert_kvs(
         out,
         &[
@@ -710,6 +711,9 @@ fn idle_wait(mode: &str) {
             ("waits_exit", "0"),
         ],
     );
+    if rt == "rt" {
+        assert_kvs(out, &[("cyclictest_exit", "0")]);
+    }
     assert_not_ejected(out, &["(unregistered from user space)"]);
 }
 
@@ -835,12 +839,24 @@ fn user_mode_watchdog_ejection_is_reported() {
 
 #[test]
 fn scheduler_runs_no_task_late_beside_an_idle_cpu() {
-    idle_wait(BPF);
+    idle_wait(BPF, false);
 }
 
 #[test]
 fn user_mode_runs_no_task_late_beside_an_idle_cpu() {
-    idle_wait(USER);
+    idle_wait(USER, false);
+}
+
+/// The same beside real-time timer threads that preempt whatever runs,
+/// the user-mode agent in the middle of its passes among them.
+#[test]
+fn scheduler_runs_no_task_late_beside_real_time_wakeups() {
+    idle_wait(BPF, true);
+}
+
+#[test]
+fn user_mode_runs_no_task_late_beside_real_time_wakeups() {
+    idle_wait(USER, true);
 }
 
 #[test]

@@ -209,6 +209,18 @@ volatile u64 nr_released;
 volatile u64 nr_agent_first;
 
 /*
+ * scx_gmp: @agent_in_pass is 1 while the agent is in a pass: the agent sets
+ * it when it starts one and clears it just before it yields
+ * (notify_complete()). Meanwhile its work is pending whatever
+ * @nr_scheduled and the ring say, for it may hold tasks it has read and
+ * not yet dispatched (usersched_has_pending_tasks()). @nr_agent_cut counts
+ * the times it was put back in the middle of a pass: its slice ran out, a
+ * CPU was kicked from under it, or a higher class took its CPU.
+ */
+volatile u32 agent_in_pass;
+volatile u64 nr_agent_cut;
+
+/*
  * scx_gmp: the runs on each CPU, for the agent to tell whether a task it
  * dispatched has started, and has stopped since, without a system call on
  * every pass (user/src: run_state()). @cur_pid[cpu] and @cur_start[cpu]:
@@ -513,6 +525,10 @@ static bool test_and_clear_usersched_needed(void)
 static bool usersched_has_pending_tasks(void)
 {
 	if (test_and_clear_usersched_needed())
+		return true;
+
+	/* scx_gmp: see @agent_in_pass. */
+	if (agent_in_pass)
 		return true;
 
 	if (nr_scheduled)
@@ -1500,16 +1516,17 @@ void BPF_STRUCT_OPS(rustland_enqueue, struct task_struct *p, u64 enq_flags)
 	if (is_usersched_task(p)) {
 		scx_bpf_dsq_insert(p, SCHED_DSQ, slice_ns, enq_flags);
 		/*
-		 * scx_gmp: the agent put back because a real-time task took its
-		 * CPU (cpu_release(): SCX_ENQ_REENQ) was in a pass, or about to
-		 * start one, and its work is pending though nothing may say so:
-		 * the ring drained, @nr_scheduled not yet updated, the flag taken
-		 * by the dispatch that picked it. No CPU then took it from
-		 * SCHED_DSQ until the timer's look, up to a second later: in one
-		 * CI run a woken task that it had read waited 1.2 s beside an
-		 * idle CPU (docs/reliability.md).
+		 * scx_gmp: the agent put back in a pass (@agent_in_pass), or
+		 * because a real-time task took its CPU (cpu_release():
+		 * SCX_ENQ_REENQ) as it was about to start one, has work
+		 * pending. Before @agent_in_pass nothing might say so (the ring
+		 * drained, @nr_scheduled not yet updated, the flag taken by the
+		 * dispatch that picked it), and no CPU took it from SCHED_DSQ
+		 * until the timer's look, up to a second later: in one CI run a
+		 * woken task that it had read waited 1.2 s beside an idle CPU
+		 * (docs/reliability.md). So an idle CPU runs it now.
 		 */
-		if (enq_flags & SCX_ENQ_REENQ) {
+		if ((enq_flags & SCX_ENQ_REENQ) || agent_in_pass) {
 			set_usersched_needed();
 			kick_idle_for(p);
 		}
@@ -2036,6 +2053,8 @@ void BPF_STRUCT_OPS(rustland_stopping, struct task_struct *p, bool runnable)
 
 	if (is_usersched_task(p)) {
 		agent_cpu = -1;
+		if (runnable && agent_in_pass)
+			__sync_fetch_and_add(&nr_agent_cut, 1);
 		return;
 	}
 

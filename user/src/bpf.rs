@@ -411,9 +411,25 @@ impl<'cb> BpfScheduler<'cb> {
     // NOTE: do not set allow(dead_code) for this method, any scheduler must use this method at
     // some point, otherwise the BPF component will keep waking-up the user-space scheduler in a
     // busy loop, causing unnecessary high CPU consumption.
+    //
+    // scx_gmp: it also ends the pass that begin_pass() started.
     pub fn notify_complete(&mut self, nr_pending: u64) {
-        self.skel.maps.bss_data.as_mut().unwrap().nr_scheduled = nr_pending;
+        let bss = self.skel.maps.bss_data.as_mut().unwrap();
+        bss.nr_scheduled = nr_pending;
+        // SAFETY: a field of the mapped .bss, which the BPF side reads.
+        unsafe { std::ptr::write_volatile(&mut bss.agent_in_pass, 0) };
         std::thread::yield_now();
+    }
+
+    /// A pass starts: until notify_complete(), the BPF side counts the
+    /// agent's work pending, whatever it has read from the ring. Put back
+    /// in a pass (its slice ran out, a real-time task took its CPU), the
+    /// agent otherwise waited in its DSQ for the timer, up to a second,
+    /// with the tasks it had read (user/bpf: @agent_in_pass).
+    pub fn begin_pass(&mut self) {
+        let bss = self.skel.maps.bss_data.as_mut().unwrap();
+        // SAFETY: as in notify_complete().
+        unsafe { std::ptr::write_volatile(&mut bss.agent_in_pass, 1) };
     }
 
     /// The BPF layer's counters and shared state (.bss), read-only.

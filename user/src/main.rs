@@ -892,6 +892,7 @@ impl<'a> Agent<'a> {
         let (res_ch, req_ch) = stats_server.channels();
         let mut next_print = stats.map(|intv| Instant::now() + intv);
         while !self.bpf.exited() {
+            self.bpf.begin_pass();
             let now = self.now();
             self.prune(now);
             if let (Some(at), Some(intv)) = (next_print, stats) {
@@ -940,6 +941,7 @@ impl<'a> Agent<'a> {
         log::info!(
             "CPU hotplug events: {} seen by the BPF layer, {} applied; stuck CPUs: {}; \
              tasks a CPU moved out of its own DSQ: {}; agent runs ahead of a CPU's DSQ: {}; \
+             passes cut short (agent put back in a pass): {}; \
              tasks preempted for the agent: {} ({} back with their slice); \
              SCHED_IDLE tasks preempted: {} ({} for a wakeup without the agent); \
              wakeups run ahead of the SCHED_IDLE tasks committed to an idle CPU: {}",
@@ -950,6 +952,8 @@ impl<'a> Agent<'a> {
             unsafe { std::ptr::read_volatile(&bss.nr_released) },
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_agent_first) },
+            // SAFETY: as in `cpu_hotplugs`.
+            unsafe { std::ptr::read_volatile(&bss.nr_agent_cut) },
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_agent_kicks) },
             // SAFETY: as in `cpu_hotplugs`.
