@@ -15,8 +15,16 @@ diagnostic build wrote.
 With --stranded-ms MS it also lists every wakeup that waited over MS while
 some CPU idled for half of that wait or more (a task a scheduler left
 waiting beside an idle CPU), and exits 1 if there is one.
+
+With --batch NAME it also says how long a batch job (tasks whose comm
+starts with NAME, e.g. stress-ng's SCHED_IDLE hogs) delayed each wakeup:
+the time within the wait that the CPU which finally ran the task spent
+running the batch job. It prints how many wakeups the batch job delayed,
+their p99 and the longest, and with --batch-max-ms MS exits 1 if any was
+delayed longer than MS (issue 12's bound: one slice).
 """
 import argparse
+import bisect
 import collections
 import re
 import sys
@@ -89,6 +97,43 @@ def idle_spans(events):
     return spans
 
 
+def run_spans(events, name):
+    """Each CPU's spans running a task whose comm starts with `name`,
+    (start, end) in s; one still open at the end of the trace ends there."""
+    start, spans = {}, collections.defaultdict(list)
+    for ts, cpu, ev, rest, _ in events:
+        if ev != "sched_switch":
+            continue
+        d = dict(FIELDS.findall(rest))
+        if d["prev_comm"].startswith(name) and cpu in start:
+            spans[cpu].append((start.pop(cpu), ts))
+        if d["next_comm"].startswith(name):
+            start[cpu] = ts
+    end = events[-1][0] if events else 0.0
+    for cpu, t0 in start.items():
+        spans[cpu].append((t0, end))
+    return spans
+
+
+def batch_delays(events, ws, name):
+    """For each wait, the time within it that the CPU which ran the task
+    ran a task named `name`*: (delay in s, wait in s, pid, woken at, cpu)."""
+    spans, out = run_spans(events, name), []
+    for cs in spans.values():
+        cs.sort()
+    ends = {cpu: [b for _, b in cs] for cpu, cs in spans.items()}
+    for w, i0, i1, pid, cpu in ws:
+        t0, t1 = events[i0][0], events[i1][0]
+        cs, d = spans.get(cpu, []), 0.0
+        # A CPU's spans do not overlap: start at the first that ends after t0.
+        for a, b in cs[bisect.bisect_right(ends.get(cpu, []), t0) :]:
+            if a >= t1:
+                break
+            d += max(0.0, min(b, t1) - max(a, t0))
+        out.append((d, w, pid, t0, cpu))
+    return out
+
+
 def stranded(events, ws, over_ms):
     """The waits over `over_ms` beside a CPU idle for half of the wait or
     more: (wait in s, pid, woken at, CPU run on, idle CPU, its idle s)."""
@@ -112,7 +157,11 @@ def main(argv):
     ap.add_argument("--over-ms", type=float, default=3.0)
     ap.add_argument("--show", type=int, default=5)
     ap.add_argument("--stranded-ms", type=float)
+    ap.add_argument("--batch")
+    ap.add_argument("--batch-max-ms", type=float)
     a = ap.parse_args(argv)
+    if a.batch_max_ms is not None and a.batch is None:
+        ap.error("--batch-max-ms needs --batch")
     events = parse(a.trace)
     ws = waits(events, a.comm)
     if not ws:
@@ -138,8 +187,25 @@ def main(argv):
                 print(f"  {ts:.6f} [{c}] {d['prev_comm']}:{d['prev_pid']} ({d['prev_state']}) -> {d['next_comm']}:{d['next_pid']}")
             elif ev not in ("sched_wakeup", "sched_waking") or rest.startswith("comm=" + a.comm):
                 print(f"  {ts:.6f} [{c}] {comm}: {ev}: {rest}")
+    rc = 0
+    if a.batch is not None:
+        ds = batch_delays(events, ws, a.batch)
+        hit = sorted(d for d in ds if d[0] > 0)
+        p99 = hit[int(0.99 * (len(hit) - 1))][0] * 1e6 if hit else 0.0
+        print(f"delayed by {a.batch}*: {len(hit)} of {n} wakeups, p99={p99:.0f}us", end="")
+        if hit:
+            d, w, pid, t0, cpu = hit[-1]
+            print(
+                f" max={d * 1e6:.0f}us (pid {pid} woken at {t0:.6f}, waited"
+                f" {w * 1000:.1f} ms, ran on CPU {cpu})"
+            )
+        else:
+            print(" max=0us")
+        if a.batch_max_ms is not None and hit and hit[-1][0] * 1000 > a.batch_max_ms:
+            print(f"delayed by {a.batch}* over {a.batch_max_ms:g} ms: {sum(1 for d in hit if d[0] * 1000 > a.batch_max_ms)}")
+            rc = 1
     if a.stranded_ms is None:
-        return 0
+        return rc
     bad = stranded(events, ws, a.stranded_ms)
     print(f"stranded over {a.stranded_ms:g} ms: {len(bad)}")
     for w, pid, t0, cpu, c, idle in bad:
@@ -147,7 +213,7 @@ def main(argv):
             f"  pid {pid} woken at {t0:.6f} waited {w * 1000:.1f} ms (ran on CPU {cpu})"
             f" while CPU {c} idled {idle * 1000:.1f} ms of it"
         )
-    return 1 if bad else 0
+    return 1 if bad else rc
 
 
 if __name__ == "__main__":

@@ -37,4 +37,20 @@ static bool idle_yields(const struct task_struct *cur, const struct task_struct 
 	       p->policy != GMP_SCHED_IDLE;
 }
 
+/*
+ * idle_behind: whether @p, preempted by idle_yields() for a woken task,
+ * goes behind the tasks queued on its CPU rather than running next: a
+ * SCHED_IDLE task, with the short slice on (@idle_max set). Running next,
+ * it took runnext back each time a 1 ms timer preempted it (the woken task
+ * had left runnext by then), and a task that the timer's wakeup displaced
+ * to the LRQ waited behind it for the whole 10 ms slice that runnext tasks
+ * share: cyclictest's main thread waited 10 to 13 ms beside SCHED_IDLE
+ * hogs, over issue 12's bound of one slice (docs/benchmarks.md, "How long
+ * a batch job delays a wakeup"). Any CPU.
+ */
+static bool idle_behind(const struct task_struct *p, u64 idle_max)
+{
+	return idle_max && p->policy == GMP_SCHED_IDLE;
+}
+
 #endif /* __GMP_IDLE_BPF_H */

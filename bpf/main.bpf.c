@@ -1539,10 +1539,13 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 	} else if (preempted && !p->scx.slice && may_run(p, cpu)) {
 		/*
 		 * preempt_for_wakeup() ended its slice for a woken task, which
-		 * now runs: it runs next, unless a newer wakeup holds runnext.
+		 * now runs: it runs next, unless a newer wakeup holds runnext,
+		 * or it is a batch job (idle_behind()).
 		 */
-		runqput(p, cpu, !scx_bpf_dsq_nr_queued(runnext_dsq(cpu)), GMP_WHY_PREEMPT,
-			enq_flags);
+		bool next = !scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) &&
+			    !idle_behind(p, idle_slice_ns);
+
+		runqput(p, cpu, next, GMP_WHY_PREEMPT, enq_flags);
 	} else if (!p->scx.slice) {
 		/* retake -> gopreempt_m, or Gosched: the GRQ tail. */
 		u32 why = yielded ? GMP_WHY_YIELD : GMP_WHY_EXPIRE;

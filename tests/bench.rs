@@ -261,3 +261,56 @@ fn waits_fails_a_wait_beside_an_idle_cpu() {
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("wakeups=1 p50=100us"), "{text}");
 }
+
+/// bench/waits.py --batch counts, for each wakeup, the time within its
+/// wait that the CPU which ran the task ran the batch job, and with
+/// --batch-max-ms fails a trace with one delayed longer than that.
+#[test]
+fn waits_measures_the_delay_a_batch_job_caused() {
+    let dir = scratch_dir("waits-batch");
+    let path = dir.join("batch.txt");
+    let idle = ("swapper/1", 0);
+    // pid 10, woken at 1.000, waits 14 ms on CPU 0: the batch job runs
+    // there 1.000-1.012 (12 ms of the wait), then a normal task 2 ms. pid
+    // 11, woken at 2.000, waits 3 ms on CPU 1, which idles: no delay.
+    let trace = [
+        switch_line("0.995000", 0, ("gmp-load", 12), ("stress-ng-cpu", 20)),
+        wakeup_line("1.000000", 10),
+        switch_line("1.012000", 0, ("stress-ng-cpu", 20), ("kworker/0:1", 30)),
+        switch_line("1.014000", 0, ("kworker/0:1", 30), ("gmp-load", 10)),
+        switch_line("1.990000", 1, ("gmp-load", 12), idle),
+        wakeup_line("2.000000", 11),
+        switch_line("2.003000", 1, idle, ("gmp-load", 11)),
+    ]
+    .concat();
+    std::fs::write(&path, format!("# tracer: nop\n{trace}")).unwrap();
+    let run = |max: &str| {
+        let mut args = vec![
+            path.as_os_str(),
+            OsStr::new("--batch"),
+            OsStr::new("stress-ng"),
+        ];
+        if !max.is_empty() {
+            args.extend([OsStr::new("--batch-max-ms"), OsStr::new(max)]);
+        }
+        let out = python("bench/waits.py", &args);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, text) = run("");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("delayed by stress-ng*: 1 of 2 wakeups, p99=12000us max=12000us (pid 10 woken at 1.000000, waited 14.0 ms, ran on CPU 0)"),
+        "{text}"
+    );
+    let (code, text) = run("10");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("delayed by stress-ng* over 10 ms: 1"),
+        "{text}"
+    );
+    let (code, text) = run("13");
+    assert_eq!(code, Some(0), "{text}");
+}
