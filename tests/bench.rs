@@ -314,3 +314,37 @@ fn waits_measures_the_delay_a_batch_job_caused() {
     let (code, text) = run("13");
     assert_eq!(code, Some(0), "{text}");
 }
+
+/// bench/batch-delay refuses bad input in one line, with exit code 2, before
+/// it builds or boots anything.
+#[test]
+fn batch_delay_refuses_bad_options_in_one_line() {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    for (args, want) in [
+        (&["--rounds", "0"][..], "--rounds must be a positive number"),
+        (&["--cpus", "two"], "--cpus must be a positive number"),
+        (&["--scheds", "eevdf;gmp"], "--scheds takes scheduler names"),
+        (
+            &["--scheds", "gmp,base"],
+            "base and base-user need --base-dir",
+        ),
+        (
+            &["--base-dir", "/nonexistent"],
+            "--base-dir /nonexistent is not a directory",
+        ),
+        (&["--frob"], "unknown option '--frob'"),
+    ] {
+        let out = Command::new(repo.join("bench/batch-delay"))
+            .args(args)
+            .output()
+            .expect("cannot run bench/batch-delay");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
+        assert!(
+            lines[0].starts_with("bench/batch-delay: error: ") && lines[0].contains(want),
+            "{args:?}: {stderr}"
+        );
+    }
+}
