@@ -79,24 +79,6 @@ def meanwhile(events, i0, i1, cpu):
     return ran
 
 
-def idle_spans(events):
-    """Each CPU's idle spans, (start, end) in s, from its switches to and
-    from its idle task; one still open at the end of the trace ends there."""
-    start, spans = {}, collections.defaultdict(list)
-    for ts, cpu, ev, rest, _ in events:
-        if ev != "sched_switch":
-            continue
-        d = dict(FIELDS.findall(rest))
-        if d["prev_comm"].startswith("swapper") and cpu in start:
-            spans[cpu].append((start.pop(cpu), ts))
-        if d["next_comm"].startswith("swapper"):
-            start[cpu] = ts
-    end = events[-1][0] if events else 0.0
-    for cpu, t0 in start.items():
-        spans[cpu].append((t0, end))
-    return spans
-
-
 def run_spans(events, name):
     """Each CPU's spans running a task whose comm starts with `name`,
     (start, end) in s; one still open at the end of the trace ends there."""
@@ -113,6 +95,12 @@ def run_spans(events, name):
     for cpu, t0 in start.items():
         spans[cpu].append((t0, end))
     return spans
+
+
+def idle_spans(events):
+    """Each CPU's idle spans, (start, end) in s (run_spans() of its idle
+    task)."""
+    return run_spans(events, "swapper")
 
 
 def batch_delays(events, ws, name):
