@@ -38,6 +38,12 @@ enum gmp_consts {
 	 */
 	GMP_KICK_SHARE_ONE = 1 << 16,
 	GMP_KICK_SHARE_SHIFT = 6,
+	/*
+	 * A SCHED_IDLE task queued this long runs in Go's order, no longer
+	 * passed over for other work (idle_last()): passed over for ever, it
+	 * would stall, and the kernel's watchdog eject the scheduler.
+	 */
+	GMP_IDLE_MAX_WAIT_US = 100000,
 };
 
 /*
@@ -117,6 +123,7 @@ enum gmp_stat {
 	GMP_STAT_KICK_ANSWERED,	/* wakep kicks whose CPU has dispatched since */
 	GMP_STAT_KICK_WAIT_US,	/* their time from kick to dispatch, in us */
 	GMP_STAT_KICK_SLOW,	/* of those, answered after GMP_KICK_SLOW_US */
+	GMP_STAT_BEFORE_IDLE,	/* LRQ tasks and GRQ heads run before a SCHED_IDLE task */
 	GMP_NR_STATS,
 };
 
@@ -235,6 +242,8 @@ enum gmp_pick {
 	GMP_PICK_KEEP,		/* nothing queued: the running task goes on */
 	GMP_PICK_HANDOFF,	/* a sync wakeup run next on the waker's CPU directly */
 	GMP_PICK_AGED,		/* the GRQ head, waiting longer than global_max_wait_ns */
+	GMP_PICK_LRQ_BEFORE_IDLE, /* an LRQ task, before the SCHED_IDLE task `other` ahead of it */
+	GMP_PICK_GRQ_BEFORE_IDLE, /* the GRQ head, before the SCHED_IDLE task `other` queued here */
 	GMP_NR_PICK,
 };
 

@@ -1208,8 +1208,87 @@ static bool grq_starving(s32 cpu)
 }
 
 /*
+ * The pid of the task at the head of DSQ @dsq if it is a SCHED_IDLE task
+ * that idle_behind() puts last and it has waited less than
+ * GMP_IDLE_MAX_WAIT_US since @now; 0 if it is another task, or one that
+ * has waited that long; -1 if @dsq is empty. Any CPU.
+ */
+static s32 idle_head(u64 dsq, u64 now)
+{
+	struct task_struct *p;
+
+	bpf_for_each(scx_dsq, p, dsq, 0) {
+		struct task_ctx *tctx = task_ctx(p);
+
+		if (!idle_behind(p, idle_slice_ns) || !tctx ||
+		    (tctx->queued_at &&
+		     now - tctx->queued_at > (u64)GMP_IDLE_MAX_WAIT_US * GMP_NSEC_PER_USEC))
+			return 0;
+		return p->pid;
+	}
+	return -1;
+}
+
+/*
+ * idle_last: when the task @cpu's own queues would run next (runnext, else
+ * the LRQ head) is a SCHED_IDLE task that idle_behind() puts last, @cpu
+ * runs first the first task of its LRQ that is not one, else the GRQ head
+ * if it is not one. Not Go's rule: Go has no priorities, and a task on the
+ * GRQ waits for some P's 61st schedtick or for a P whose own queues are
+ * empty. Beside SCHED_IDLE hogs, each preempted at every timer wakeup and
+ * put back on its LRQ, no LRQ empties, and a woken task whose slice had run
+ * out waited 34 to 86 ms on the GRQ at 4 vCPUs while every CPU ran batch
+ * jobs; taking only the GRQ first then left a task queued behind a hog on
+ * an LRQ for 84 ms (docs/benchmarks.md, "How long a batch job delays a
+ * wakeup"). A SCHED_IDLE task that has waited GMP_IDLE_MAX_WAIT_US runs in
+ * Go's order (idle_head()). With --idle-slice-us 0, Go's order. Owner only.
+ */
+static bool idle_last(s32 cpu)
+{
+	struct task_struct *p;
+	s32 passed, len;
+	u64 now;
+
+	if (!idle_slice_ns)
+		return false;
+	now = scx_bpf_now();
+	passed = idle_head(runnext_dsq(cpu), now);
+	if (passed < 0)
+		passed = idle_head(lrq_dsq(cpu), now);
+	if (passed <= 0)
+		return false;
+	bpf_for_each(scx_dsq, p, lrq_dsq(cpu), 0) {
+		s32 pid = p->pid;
+
+		if (idle_behind(p, idle_slice_ns) || !may_run(p, cpu))
+			continue;
+		/* For the trace: the queue with @p in it, not before a put. */
+		len = scx_bpf_dsq_nr_queued(lrq_dsq(cpu));
+		if (!scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
+			break;
+		stat_add(GMP_STAT_BEFORE_IDLE, 1);
+		ev_pick(GMP_PICK_LRQ_BEFORE_IDLE, cpu, pid, 1, 1, len, passed);
+		return true;
+	}
+	bpf_for_each(scx_dsq, p, GMP_DSQ_GRQ, 0) {
+		s32 pid = p->pid;
+
+		len = scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ);
+		if (idle_behind(p, idle_slice_ns) || !may_run(p, cpu) ||
+		    !scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
+			return false;
+		stat_add(GMP_STAT_BEFORE_IDLE, 1);
+		ev_pick(GMP_PICK_GRQ_BEFORE_IDLE, cpu, pid, 1, 1, len, passed);
+		return true;
+	}
+	return false;
+}
+
+/*
  * find_runnable: proc.go findRunnable - the 61st-tick global check, runnext,
- * LRQ, a global batch, then stealing by a spinning CPU; else idle.
+ * LRQ, a global batch, then stealing by a spinning CPU; else idle. Two
+ * checks that are not Go's come before runnext: grq_starving() and
+ * idle_last().
  */
 static bool find_runnable(s32 cpu, struct gmp_cpu *c, bool prev_queued)
 {
@@ -1240,7 +1319,7 @@ static bool find_runnable(s32 cpu, struct gmp_cpu *c, bool prev_queued)
 			return true;
 		}
 	}
-	if (runqget(cpu, c) || globrunqgetbatch(cpu))
+	if (idle_last(cpu) || runqget(cpu, c) || globrunqgetbatch(cpu))
 		return true;
 	if (c->inactive)
 		return false;

@@ -67,6 +67,9 @@ pub struct Report {
     pub handoffs: usize,
     /// GRQ heads taken first for their wait (`--global-max-wait-ms`; not Go's).
     pub aged: usize,
+    /// GRQ heads run before a CPU's own SCHED_IDLE task (`--idle-slice-us`;
+    /// not Go's).
+    pub before_idle: usize,
     pub late_moves: usize,
     pub recheck_kicks: usize,
     /// wakep() kicks while the trace had some CPU idle, and how many of them
@@ -116,8 +119,8 @@ impl std::fmt::Display for Report {
         )?;
         write!(
             f,
-            "differs from Go on purpose: {} kernel threads run directly, {} wakeups run directly on an idle CPU, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves, {} re-checks of a young runnext, {} global queue heads run for their wait",
-            self.kthread_puts, self.idle_puts, self.kept_prev, self.handoffs, self.late_moves, self.recheck_kicks, self.aged
+            "differs from Go on purpose: {} kernel threads run directly, {} wakeups run directly on an idle CPU, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves, {} re-checks of a young runnext, {} global queue heads run for their wait, {} run before a SCHED_IDLE task",
+            self.kthread_puts, self.idle_puts, self.kept_prev, self.handoffs, self.late_moves, self.recheck_kicks, self.aged, self.before_idle
         )
     }
 }
@@ -385,7 +388,10 @@ impl Checker {
             );
         }
         // tick_grq: the GRQ as the tick check saw it (< 0: none may run here).
-        let from_grq = from == gmp_pick_GMP_PICK_TICK || from == gmp_pick_GMP_PICK_AGED;
+        let from_grq = matches!(
+            from,
+            gmp_pick_GMP_PICK_TICK | gmp_pick_GMP_PICK_AGED | gmp_pick_GMP_PICK_GRQ_BEFORE_IDLE
+        );
         if !from_grq && tick_due && e.tick_grq > 0 {
             self.violation(
                 i,
@@ -495,6 +501,30 @@ impl Checker {
             gmp_pick_GMP_PICK_KEEP => self.report.kept_prev += 1,
             gmp_pick_GMP_PICK_HANDOFF => self.report.handoffs += 1,
             gmp_pick_GMP_PICK_AGED => self.report.aged += 1,
+            gmp_pick_GMP_PICK_LRQ_BEFORE_IDLE | gmp_pick_GMP_PICK_GRQ_BEFORE_IDLE => {
+                self.report.before_idle += 1;
+                // other: the SCHED_IDLE task passed over, on this CPU's
+                // queues; len: the length of the queue the pick came from.
+                let from_lrq = from == gmp_pick_GMP_PICK_LRQ_BEFORE_IDLE;
+                let local = if from_lrq {
+                    e.seen_lrq > 0
+                } else {
+                    e.seen_runnext > 0 || e.seen_lrq > 0
+                };
+                if !local || e.len < 1 || e.other <= 0 {
+                    self.violation(
+                        i,
+                        e.cpu,
+                        "before-idle",
+                        order(&format!(
+                            "{} from a queue of {} ahead of SCHED_IDLE task {}, with no such task queued here",
+                            e.name(),
+                            e.len,
+                            e.other
+                        )),
+                    );
+                }
+            }
             _ => {}
         }
     }
@@ -873,6 +903,50 @@ mod tests {
         // An LRQ that held only tasks that may not run here (lrq < 0) is empty to Go.
         assert!(rules(&["1 pick.steal cpu=0 other=1 n=1 want=1 len=1 tick=1 lrq=-1"]).is_empty());
         assert!(rules(&["1 pick.batch cpu=0 n=1 want=1 len=1 tick=1 lrq=-2"]).is_empty());
+    }
+
+    #[test]
+    fn a_task_run_before_a_sched_idle_one_needs_one_queued_here() {
+        let r = check(
+            trace_of(&[
+                "1 put.lrq why=preempt cpu=0 pid=4 n=1",
+                "2 put.lrq why=wake cpu=0 pid=6 n=2",
+                "3 put.grq why=expire cpu=-1 pid=5 n=1",
+                "4 pick.lrq-before-idle cpu=0 pid=6 other=4 n=1 want=1 len=2 tick=1 lrq=2 grq=1",
+                "5 run.0 cpu=0 pid=6",
+                "6 pick.grq-before-idle cpu=0 pid=5 other=4 n=1 want=1 len=1 tick=2 lrq=1 grq=1",
+                "7 run.0 cpu=0 pid=5",
+            ])
+            .as_bytes(),
+        )
+        .unwrap();
+        assert!(r.ok(), "{r}");
+        assert_eq!(r.before_idle, 2);
+        assert!(
+            r.to_string().contains("2 run before a SCHED_IDLE task"),
+            "{r}"
+        );
+        // Nothing local to pass over: Go's order applies, not this rule.
+        let bare = "1 pick.grq-before-idle cpu=0 pid=5 other=4 n=1 want=1 len=1 tick=1 grq=1";
+        assert_eq!(rules(&[bare]), ["before-idle"]);
+        // A runnext SCHED_IDLE task is passed over for the GRQ, not for an empty LRQ.
+        assert!(rules(&[&bare.replace("grq=1", "grq=1 rn=1")]).is_empty());
+        assert_eq!(
+            rules(&["1 pick.lrq-before-idle cpu=0 pid=6 other=4 n=1 want=1 len=1 tick=1 rn=1"]),
+            ["before-idle"]
+        );
+        // A GRQ take counts as the 61st tick's; an LRQ one does not.
+        let tick = "n=1 want=1 len=1 tick=61 lrq=1 grq=1 tgrq=1";
+        assert!(rules(&[&format!(
+            "1 pick.grq-before-idle cpu=0 pid=5 other=4 {tick}"
+        )])
+        .is_empty());
+        assert_eq!(
+            rules(&[&format!(
+                "1 pick.lrq-before-idle cpu=0 pid=6 other=4 {tick}"
+            )]),
+            ["global-tick"]
+        );
     }
 
     #[test]

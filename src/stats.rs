@@ -97,6 +97,7 @@ counters! {
     kicks_answered = gmp_stat_GMP_STAT_KICK_ANSWERED, "kick" "answered", "BPF mode: wakep kicks whose CPU has dispatched since";
     kick_wait_us = gmp_stat_GMP_STAT_KICK_WAIT_US, "kick" "wait-us", "BPF mode: their total time from the kick to that dispatch, in microseconds (divided by answered: the mean)";
     kicks_slow = gmp_stat_GMP_STAT_KICK_SLOW, "kick" "slow", "BPF mode: of those, answered after more than 1 ms: the woken CPU's vCPU waited for a host core (an overcommitted VM), where --wakep-delay-us or --ready-idle may serve better than Go's wakep()";
+    before_idle = gmp_stat_GMP_STAT_BEFORE_IDLE, "" "before-idle", "BPF mode: tasks run before the SCHED_IDLE task that the CPU's own queues would run next: the first other task of its LRQ, else the global queue's head (not with --idle-slice-us 0)";
 }
 
 impl Metrics {

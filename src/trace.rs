@@ -47,6 +47,8 @@ const PICKS: [&str; gmp_pick_GMP_NR_PICK as usize] = [
     "keep",
     "handoff",
     "aged",
+    "lrq-before-idle",
+    "grq-before-idle",
 ];
 const MOVES: [&str; gmp_move_GMP_NR_MOVE as usize] = ["kicked", "overflow", "pending"];
 const WHYS: [&str; gmp_why_GMP_NR_WHY as usize] = [

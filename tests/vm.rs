@@ -904,6 +904,8 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
         "pidle",
         "stress",
         "preempt",
+        "idle",
+        "idlestarve",
         "wakepdelay",
         "readyidle",
         "crossproc",
@@ -954,6 +956,27 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
     // --wakeup-preempt-us preempted tasks beside the timer wakeups, and put
     // each back to run next.
     assert!(num(&r.stdout, "preempt_puts") > 0, "{}", r.stdout);
+    // Beside SCHED_IDLE hogs, CPUs ran other tasks before them
+    // (idle_last()), and no task that is not a hog waited on the GRQ for
+    // the 61st schedtick: 60 to 108 ms before, 7 to 17 ms since.
+    assert!(num(&r.stdout, "before_idle") > 0, "{}", r.stdout);
+    assert!(num(&r.stdout, "idle_hogs") > 0, "{}", r.stdout);
+    let wait = num(&r.stdout, "idle_grq_wait_ms");
+    assert!(
+        wait < 50,
+        "a task waited {wait} ms on the GRQ beside SCHED_IDLE hogs\n{}",
+        r.stdout
+    );
+    // Passed over for CPU-bound threads that keep the GRQ full, the hogs
+    // still ran once they had waited 100 ms: their longest wait was 123 ms
+    // (107 ms in Go's order), and 1,292 ms with no such bound.
+    assert!(num(&r.stdout, "starve_hogs") > 0, "{}", r.stdout);
+    let wait = num(&r.stdout, "starve_hog_wait_ms");
+    assert!(
+        wait < 500,
+        "a SCHED_IDLE hog waited {wait} ms beside CPU-bound threads\n{}",
+        r.stdout
+    );
     // --wakep-delay-us: the delayed wakep() found woken tasks still waiting
     // behind a waker that ran on, and woke a CPU for them.
     assert!(num(&r.stdout, "wakep_late") > 0, "{}", r.stdout);

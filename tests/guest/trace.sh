@@ -34,6 +34,40 @@ traced stress stress-ng -t 20 --aggressive -M -c "$n" -f "$n" --affinity 1 \
 GMP_ARGS="--wakeup-preempt-us 250" traced preempt sh -c "stress-ng --cpu $n -t 6 >/dev/null 2>&1 &
 	cyclictest -m -q -t $n -i 1000 -D 5 >/dev/null; wait"
 echo "preempt_puts=$(grep -c ' why=preempt ' /tmp/preempt.trace)"
+# longest_wait NAME TRACE HOGS: the longest waits from a put to the run, in
+# ms, of the SCHED_IDLE hogs whose pids are in the file HOGS
+# (NAME_hog_wait_ms=), and from a put on the GRQ of the other tasks
+# (NAME_grq_wait_ms=).
+longest_wait() {
+	awk -v n="$1" 'NR == FNR { hog[$1] = 1; next }
+		$1 ~ /^[0-9]+$/ { split($5, f, "="); pid = f[2] }
+		$2 ~ /^put[.]/ { at[pid] = $1; grq[pid] = $2 == "put.grq" }
+		$2 ~ /^run[.]/ && (pid in at) {
+			w = $1 - at[pid]
+			if (pid in hog) { if (w > h) h = w }
+			else if (grq[pid] && w > g) g = w
+			delete at[pid]
+		}
+		END { printf "%s_hogs=%d %s_hog_wait_ms=%d %s_grq_wait_ms=%d\n",
+			n, length(hog), n, h / 1e6, n, g / 1e6 }' "$3" "$2"
+}
+# Timer wakeups beside a SCHED_IDLE hog on every CPU: the hogs, preempted
+# by each wakeup, never leave the LRQs empty, so a task whose slice ran out
+# went to the GRQ and waited there for a CPU's 61st schedtick, 34 to 86 ms.
+# A CPU runs a task that is not a hog before one, from its LRQ or from the
+# GRQ (idle_last()).
+traced idle sh -c "chrt -i 0 stress-ng --cpu $n -t 7 >/dev/null 2>&1 &
+	sleep 1; pgrep stress-ng >/tmp/hogs.pids
+	cyclictest -m -q -t $n -i 1000 -D 5 >/dev/null; wait"
+echo "before_idle=$(awk '$2 ~ /^pick[.](lrq|grq)-before-idle$/' /tmp/idle.trace | wc -l)"
+longest_wait idle /tmp/idle.trace /tmp/hogs.pids
+# The same hogs beside twice as many CPU-bound threads as CPUs: their
+# slices run out to the GRQ, which never empties, so a hog passed over for
+# them would never run; one queued 100 ms runs in Go's order.
+traced idlestarve sh -c "chrt -i 0 stress-ng --cpu $n -t 6 >/dev/null 2>&1 &
+	sleep 1; pgrep stress-ng >/tmp/hogs.pids
+	$GMP_LOAD spin --threads $((n * 2)) --secs 4; wait"
+longest_wait starve /tmp/idlestarve.trace /tmp/hogs.pids
 # A delayed wakep(): request workers wake one another (a mutex hand-off)
 # and run on, so the timer must wake an idle CPU for a woken task that
 # still waits in their runnext (wakep-late).
