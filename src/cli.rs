@@ -174,11 +174,15 @@ pub struct PolicyOpts {
 
     /// A SCHED_IDLE task's slice is at most this long, in microseconds (the
     /// kernel's tick rounds it up), and a task queued to its CPU that is not
-    /// SCHED_IDLE preempts it at once. Not Go's rule: Go has no priorities,
-    /// and gives every task the same slice. But a woken task that waits
-    /// behind a batch job (a task the user marked SCHED_IDLE: run it only
-    /// when nothing else wants the CPU) would wait for that job's whole
-    /// slice. 0: Go's rule, the same slice as every task and no preemption.
+    /// SCHED_IDLE preempts it at once. In BPF mode a CPU also runs other
+    /// tasks of its LRQ, then the global queue's head, before a SCHED_IDLE
+    /// task that has waited less than 100 ms. Not Go's rule: Go has no
+    /// priorities, and gives every task the same slice and place. But a
+    /// woken task that waits behind a batch job (a task the user marked
+    /// SCHED_IDLE: run it only when nothing else wants the CPU) would wait
+    /// for that job's whole slice, or on the global queue for a 61st
+    /// schedtick. 0: Go's rule, the same slice and order as every task and
+    /// no preemption.
     #[arg(long, global = true, default_value_t = gmp_defaults_GMP_IDLE_SLICE_US_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub idle_slice_us: u64,
 }
