@@ -315,6 +315,51 @@ fn waits_measures_the_delay_a_batch_job_caused() {
     assert_eq!(code, Some(0), "{text}");
 }
 
+/// bench/run and bench/batch-delay explain every option on --help (and
+/// -h), on stdout, with exit code 0, before they build or boot anything.
+#[test]
+fn bench_scripts_explain_their_options_on_help() {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    for (script, options) in [
+        (
+            "bench/run",
+            &[
+                "--quick",
+                "--cpus",
+                "--reps",
+                "--no-peers",
+                "--bin-dir",
+                "--base-dir",
+                "--only",
+                "--scheds",
+            ][..],
+        ),
+        (
+            "bench/batch-delay",
+            &["--cpus", "--rounds", "--scheds", "--bin-dir", "--base-dir"],
+        ),
+    ] {
+        for flag in ["--help", "-h"] {
+            let out = Command::new(repo.join(script))
+                .arg(flag)
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(out.status.code(), Some(0), "{script} {flag}: {text}");
+            assert!(text.starts_with(script), "{script} {flag}: {text}");
+            for o in options {
+                // Each option has a line of its own that explains it.
+                assert!(
+                    text.lines().any(|l| l
+                        .strip_prefix(o)
+                        .is_some_and(|rest| rest.starts_with([':', ' ']) && rest.contains(':'))),
+                    "{script} {flag} does not explain {o}:\n{text}"
+                );
+            }
+        }
+    }
+}
+
 /// bench/batch-delay refuses bad input in one line, with exit code 2, before
 /// it builds or boots anything.
 #[test]
