@@ -1173,6 +1173,12 @@ static bool may_spin(void)
 	return 2 * nmspinning < nr_cpus - npidle;
 }
 
+/* How long the task of @tctx has waited since gmp_enqueue() took it, at @now (ns). */
+static s64 queued_ns(const struct task_ctx *tctx, u64 now)
+{
+	return tctx->queued_at ? (s64)(now - tctx->queued_at) : 0;
+}
+
 /* How long the head of DSQ @dsq has waited since gmp_enqueue() took it (ns). */
 static s64 head_wait(u64 dsq, u64 now)
 {
@@ -1181,7 +1187,7 @@ static s64 head_wait(u64 dsq, u64 now)
 	bpf_for_each(scx_dsq, p, dsq, 0) {
 		struct task_ctx *tctx = task_ctx(p);
 
-		return tctx && tctx->queued_at ? (s64)(now - tctx->queued_at) : 0;
+		return tctx ? queued_ns(tctx, now) : 0;
 	}
 	return 0;
 }
@@ -1210,10 +1216,11 @@ static bool grq_starving(s32 cpu)
 /*
  * The pid of the task at the head of DSQ @dsq if it is a SCHED_IDLE task
  * that idle_behind() puts last and it has waited less than
- * GMP_IDLE_MAX_WAIT_US since @now; 0 if it is another task, or one that
- * has waited that long; -1 if @dsq is empty. Any CPU.
+ * GMP_IDLE_MAX_WAIT_US; 0 if it is another task, or one that has waited
+ * that long; -1 if @dsq is empty. Reads the clock only for a SCHED_IDLE
+ * head: every dispatch calls it. Any CPU.
  */
-static s32 idle_head(u64 dsq, u64 now)
+static s32 idle_head(u64 dsq)
 {
 	struct task_struct *p;
 
@@ -1221,8 +1228,8 @@ static s32 idle_head(u64 dsq, u64 now)
 		struct task_ctx *tctx = task_ctx(p);
 
 		if (!idle_behind(p, idle_slice_ns) || !tctx ||
-		    (tctx->queued_at &&
-		     now - tctx->queued_at > (u64)GMP_IDLE_MAX_WAIT_US * GMP_NSEC_PER_USEC))
+		    queued_ns(tctx, scx_bpf_now()) >
+			    (s64)GMP_IDLE_MAX_WAIT_US * GMP_NSEC_PER_USEC)
 			return 0;
 		return p->pid;
 	}
@@ -1247,14 +1254,12 @@ static bool idle_last(s32 cpu)
 {
 	struct task_struct *p;
 	s32 passed, len;
-	u64 now;
 
 	if (!idle_slice_ns)
 		return false;
-	now = scx_bpf_now();
-	passed = idle_head(runnext_dsq(cpu), now);
+	passed = idle_head(runnext_dsq(cpu));
 	if (passed < 0)
-		passed = idle_head(lrq_dsq(cpu), now);
+		passed = idle_head(lrq_dsq(cpu));
 	if (passed <= 0)
 		return false;
 	bpf_for_each(scx_dsq, p, lrq_dsq(cpu), 0) {
@@ -1789,7 +1794,7 @@ void BPF_STRUCT_OPS(gmp_running, struct task_struct *p)
 	c->run_start = scx_bpf_now();
 	stop_spinning(bpf_get_smp_processor_id(), c);
 	if (tctx && tctx->queued_at) {
-		s64 waited = (s64)(scx_bpf_now() - tctx->queued_at);
+		s64 waited = queued_ns(tctx, scx_bpf_now());
 
 		if (waited > (s64)c->max_wait_ns)
 			c->max_wait_ns = waited;

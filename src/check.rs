@@ -67,8 +67,8 @@ pub struct Report {
     pub handoffs: usize,
     /// GRQ heads taken first for their wait (`--global-max-wait-ms`; not Go's).
     pub aged: usize,
-    /// GRQ heads run before a CPU's own SCHED_IDLE task (`--idle-slice-us`;
-    /// not Go's).
+    /// LRQ tasks and GRQ heads run before the SCHED_IDLE task a CPU's own
+    /// queues would run next (`--idle-slice-us`; not Go's).
     pub before_idle: usize,
     pub late_moves: usize,
     pub recheck_kicks: usize,
