@@ -61,6 +61,8 @@ enum gmp_defaults {
 	GMP_GLOBAL_MAX_WAIT_MS_DFL = 100,
 	/* Not Go's: wakeup preemption, off (README). */
 	GMP_WAKEUP_PREEMPT_US_DFL = 0,
+	/* Not Go's: a wakeup into another process preempts (README). */
+	GMP_CROSS_PREEMPT_US_DFL = 250,
 	/* Not Go's: wakep() at once, as Go's ready() does (README). */
 	GMP_WAKEP_DELAY_US_DFL = 0,
 	/* Not Go's: wakeups on idle CPUs once kicks are slow; off (README). */

@@ -40,7 +40,10 @@ const volatile bool go_wakep;
 const volatile bool go_pidle;
 /* The GRQ head waits at most this long (--global-max-wait-ms); 0: Go's rule only. */
 const volatile u64 global_max_wait_ns = (u64)GMP_GLOBAL_MAX_WAIT_MS_DFL * 1000 * 1000;
+/* A wakeup preempts a task that ran this long (--wakeup-preempt-us); 0: off. */
 const volatile u64 wakeup_preempt_ns = (u64)GMP_WAKEUP_PREEMPT_US_DFL * GMP_NSEC_PER_USEC;
+/* ... a task of another process (--cross-process-preempt-us); 0: off, Go's rule. */
+const volatile u64 cross_preempt_ns = (u64)GMP_CROSS_PREEMPT_US_DFL * GMP_NSEC_PER_USEC;
 const volatile u64 wakep_delay_ns = (u64)GMP_WAKEP_DELAY_US_DFL * GMP_NSEC_PER_USEC;
 /* A SCHED_IDLE task's longest slice (--idle-slice-us); 0: slice_ns, Go's rule. */
 const volatile u64 idle_slice_ns = (u64)GMP_IDLE_SLICE_US_DFL * GMP_NSEC_PER_USEC;
@@ -1524,17 +1527,27 @@ static bool idle_waker(s32 cpu)
 	return cpu == bpf_get_smp_processor_id() && !cur->pid && !lrq_len(cpu);
 }
 
+/* Has the task running on @c run for @ns (not 0) since it last started? Owner only. */
+static bool ran_for(const struct gmp_cpu *c, u64 ns)
+{
+	return ns && scx_bpf_now() - c->run_start >= ns;
+}
+
 /*
  * A wakeup, @p, was just put in @cpu's runnext by @cpu itself (an
  * interrupt, or a task that runs on). If the task running there has run for
- * wakeup_preempt_ns or more since it last started, preempt it, so that the
- * woken task runs now; the preempted task runs next (gmp_enqueue(), with
+ * wakeup_preempt_ns or more since it last started (cross_preempt_ns, if it
+ * belongs to another process than @p), preempt it, so that the woken task
+ * runs now; the preempted task runs next (gmp_enqueue(), with
  * GMP_WHY_PREEMPT), within the same slice. A task that ran less (a waker
  * that is about to sleep, such as each side of a ping-pong) or is exiting
  * (a thread that wakes its joiner) runs on. Not Go's rule: a woken
  * goroutine waits in runnext for the running one to block or to be
- * preempted at 10 ms. It is EEVDF's wakeup preemption, off unless
- * --wakeup-preempt-us is set (README: "Where Linux differs from Go").
+ * preempted at 10 ms. It is EEVDF's wakeup preemption: by default only
+ * for a task of another process (cross_preempt_ns: Go orders the
+ * goroutines of one program; between programs a timer thread would wait a
+ * whole slice behind another's CPU hog), for any task with
+ * --wakeup-preempt-us (README: "Where Linux differs from Go").
  * A SCHED_IDLE task is preempted for any other woken task, however short
  * its run (idle_yields()).
  * Owner only.
@@ -1549,7 +1562,8 @@ static void preempt_for_wakeup(const struct task_struct *p, s32 cpu)
 	    cpu != bpf_get_smp_processor_id())
 		return;
 	if (!idle_yields(cur, p, idle_slice_ns) &&
-	    (!wakeup_preempt_ns || scx_bpf_now() - c->run_start < wakeup_preempt_ns))
+	    !ran_for(c, wakeup_preempt_ns) &&
+	    !(cross_preempt_ns && other_process(p, cur) && ran_for(c, cross_preempt_ns)))
 		return;
 	tctx = task_ctx(cur);
 	if (!tctx)

@@ -135,6 +135,7 @@ impl<'a> Scheduler<'a> {
         rodata.cross_process_idle = !policy.go_cross_process;
         rodata.global_max_wait_ns = policy.global_max_wait_ms * 1_000_000;
         rodata.wakeup_preempt_ns = us_to_ns(policy.wakeup_preempt_us);
+        rodata.cross_preempt_ns = us_to_ns(policy.cross_process_preempt_us);
         rodata.wakep_delay_ns = us_to_ns(policy.wakep_delay_us);
         rodata.idle_slice_ns = us_to_ns(policy.idle_slice_us);
         rodata.nr_cpus = nr_cpus as u32;
@@ -158,6 +159,10 @@ impl<'a> Scheduler<'a> {
         // The options that are not Go's and are set: ", what N us" each.
         let timed: String = [
             (policy.wakeup_preempt_us, "wakeup preemption after"),
+            (
+                policy.cross_process_preempt_us,
+                "wakeup preemption across processes after",
+            ),
             (policy.wakep_delay_us, "wakep after"),
             (policy.idle_slice_us, "SCHED_IDLE slice"),
         ]

@@ -158,9 +158,21 @@ pub struct PolicyOpts {
     /// slice ends (or an idle P steals it), so beside CPU-bound work a timer
     /// or I/O wakeup waits up to a slice; EEVDF's wakeup preemption does not
     /// make it wait. Not for a new thread, nor a sync wakeup (its waker is
-    /// about to sleep). 0: Go's rule.
+    /// about to sleep). 0: Go's rule within a process (across processes,
+    /// see --cross-process-preempt-us).
     #[arg(long, global = true, default_value_t = gmp_defaults_GMP_WAKEUP_PREEMPT_US_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub wakeup_preempt_us: u64,
+
+    /// BPF mode: --wakeup-preempt-us for a wakeup into another process: a
+    /// task woken into a CPU's runnext preempts a task of another program
+    /// that has run this long there, in microseconds, since it last started
+    /// (not for a new thread, nor a sync wakeup). Not Go's rule: Go orders
+    /// the goroutines of one program and never preempts one for a wakeup;
+    /// between two programs (a timer thread beside a compile job) that
+    /// leaves the woken task up to a whole slice behind the other's.
+    /// Within one process, Go's rule. 0: Go's rule everywhere.
+    #[arg(long, global = true, default_value_t = gmp_defaults_GMP_CROSS_PREEMPT_US_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub cross_process_preempt_us: u64,
 
     /// BPF mode: a wakeup that a running task puts in its own CPU's runnext,
     /// with nothing else queued there, wakes an idle CPU to steal it only if

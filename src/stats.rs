@@ -90,7 +90,7 @@ counters! {
     procresize = gmp_stat_GMP_STAT_PROCRESIZE, "" "procresize", "CPUs that went offline or came online (procresize; the BPF mode keeps running)";
     released = gmp_stat_GMP_STAT_RELEASED, "" "released", "Tasks a CPU on its way offline could not run, given to the other CPUs (procresize, early): in the BPF mode to the global queue; in user mode out of its own DSQ (also after a pull that lost a race)";
     idle_places = gmp_stat_GMP_STAT_IDLE_PLACE, "" "idle-place", "Wakeups run at once on an idle CPU: user mode, without the agent (not --go-ready); BPF mode, a wakeup into another process (not --go-cross-process) and, with --ready-idle, any other that is not sync";
-    wakeup_preempts = gmp_stat_GMP_STAT_WAKEUP_PREEMPT, "" "wakeup-preempt", "Wakeups that preempted the task running on their CPU (--wakeup-preempt-us, or a SCHED_IDLE task)";
+    wakeup_preempts = gmp_stat_GMP_STAT_WAKEUP_PREEMPT, "" "wakeup-preempt", "Wakeups that preempted the task running on their CPU: one of another process (--cross-process-preempt-us), any (--wakeup-preempt-us), or a SCHED_IDLE task";
     wakep_lates = gmp_stat_GMP_STAT_WAKEP_LATE, "" "wakep-late", "Delayed wakep()s that found the woken task still waiting and woke an idle CPU (--wakep-delay-us)";
     lock_handoffs = gmp_stat_GMP_STAT_LOCK_HANDOFF, "lock" "handoff", "User mode: wakeups from a kernel lock run next on the waker's CPU without the agent (not --go-handoff)";
     lock_refusals = gmp_stat_GMP_STAT_LOCK_REFUSED, "lock" "refused", "User mode: wakeups from a kernel lock sent to the agent instead, because their CPU had taken 61 such hand-offs since it last asked the agent for work";

@@ -904,6 +904,8 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
         "pidle",
         "stress",
         "preempt",
+        "xpreempt",
+        "gopreempt",
         "idle",
         "idlestarve",
         "wakepdelay",
@@ -956,6 +958,11 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
     // --wakeup-preempt-us preempted tasks beside the timer wakeups, and put
     // each back to run next.
     assert!(num(&r.stdout, "preempt_puts") > 0, "{}", r.stdout);
+    // So did the timer wakeups under the defaults, into another process
+    // than the hogs' (--cross-process-preempt-us); with 0, Go's rule, no
+    // task was preempted.
+    assert!(num(&r.stdout, "xpreempt_puts") > 0, "{}", r.stdout);
+    assert_eq!(num(&r.stdout, "gopreempt_puts"), 0, "{}", r.stdout);
     // Beside SCHED_IDLE hogs, CPUs ran other tasks before them
     // (idle_last()), and no task that is not a hog waited on the GRQ for
     // the 61st schedtick: 60 to 108 ms before, 7 to 17 ms since.

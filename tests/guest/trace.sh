@@ -34,6 +34,14 @@ traced stress stress-ng -t 20 --aggressive -M -c "$n" -f "$n" --affinity 1 \
 GMP_ARGS="--wakeup-preempt-us 250" traced preempt sh -c "stress-ng --cpu $n -t 6 >/dev/null 2>&1 &
 	cyclictest -m -q -t $n -i 1000 -D 5 >/dev/null; wait"
 echo "preempt_puts=$(grep -c ' why=preempt ' /tmp/preempt.trace)"
+# The same under the defaults: a timer wakeup preempts a CPU hog of
+# another process (--cross-process-preempt-us); with 0, Go's rule, none is.
+traced xpreempt sh -c "stress-ng --cpu $n -t 6 >/dev/null 2>&1 &
+	cyclictest -m -q -t $n -i 1000 -D 5 >/dev/null; wait"
+echo "xpreempt_puts=$(grep -c ' why=preempt ' /tmp/xpreempt.trace)"
+GMP_ARGS="--cross-process-preempt-us 0" traced gopreempt sh -c "stress-ng --cpu $n -t 6 >/dev/null 2>&1 &
+	cyclictest -m -q -t $n -i 1000 -D 5 >/dev/null; wait"
+echo "gopreempt_puts=$(grep -c ' why=preempt ' /tmp/gopreempt.trace)"
 # longest_wait NAME TRACE HOGS: the longest waits from a put to the run, in
 # ms, of the SCHED_IDLE hogs whose pids are in the file HOGS
 # (NAME_hog_wait_ms=), and from a put on the GRQ of the other tasks
