@@ -1534,6 +1534,18 @@ static bool ran_for(const struct gmp_cpu *c, u64 ns)
 }
 
 /*
+ * Does @p, woken, preempt @cur, running on @c, as a task of another process
+ * (--cross-process-preempt-us)? Not if @p is a batch job: a SCHED_IDLE task
+ * runs only when nothing else wants the CPU (idle_behind()). Owner only.
+ */
+static bool cross_preempts(const struct task_struct *p, const struct task_struct *cur,
+			   const struct gmp_cpu *c)
+{
+	return cross_preempt_ns && !idle_behind(p, idle_slice_ns) && other_process(p, cur) &&
+	       ran_for(c, cross_preempt_ns);
+}
+
+/*
  * A wakeup, @p, was just put in @cpu's runnext by @cpu itself (an
  * interrupt, or a task that runs on). If the task running there has run for
  * wakeup_preempt_ns or more since it last started (cross_preempt_ns, if it
@@ -1561,9 +1573,8 @@ static void preempt_for_wakeup(const struct task_struct *p, s32 cpu)
 	if (!c || !cur->pid || (cur->flags & PF_EXITING) ||
 	    cpu != bpf_get_smp_processor_id())
 		return;
-	if (!idle_yields(cur, p, idle_slice_ns) &&
-	    !ran_for(c, wakeup_preempt_ns) &&
-	    !(cross_preempt_ns && other_process(p, cur) && ran_for(c, cross_preempt_ns)))
+	if (!idle_yields(cur, p, idle_slice_ns) && !ran_for(c, wakeup_preempt_ns) &&
+	    !cross_preempts(p, cur, c))
 		return;
 	tctx = task_ctx(cur);
 	if (!tctx)

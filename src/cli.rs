@@ -166,7 +166,8 @@ pub struct PolicyOpts {
     /// BPF mode: --wakeup-preempt-us for a wakeup into another process: a
     /// task woken into a CPU's runnext preempts a task of another program
     /// that has run this long there, in microseconds, since it last started
-    /// (not for a new thread, nor a sync wakeup). Not Go's rule: Go orders
+    /// (not for a new thread, a sync wakeup or a SCHED_IDLE task). Not Go's
+    /// rule: Go orders
     /// the goroutines of one program and never preempts one for a wakeup;
     /// between two programs (a timer thread beside a compile job) that
     /// leaves the woken task up to a whole slice behind the other's.
