@@ -167,11 +167,10 @@ pub struct PolicyOpts {
     /// task woken into a CPU's runnext preempts a task of another program
     /// that has run this long there, in microseconds, since it last started
     /// (not for a new thread, a sync wakeup or a SCHED_IDLE task). Not Go's
-    /// rule: Go orders
-    /// the goroutines of one program and never preempts one for a wakeup;
-    /// between two programs (a timer thread beside a compile job) that
-    /// leaves the woken task up to a whole slice behind the other's.
-    /// Within one process, Go's rule. 0: Go's rule everywhere.
+    /// rule: Go orders the goroutines of one program and never preempts one
+    /// for a wakeup; between two programs (a timer thread beside a compile
+    /// job) that leaves the woken task up to a whole slice behind the
+    /// other's. Within one process, Go's rule. 0: Go's rule everywhere.
     #[arg(long, global = true, default_value_t = gmp_defaults_GMP_CROSS_PREEMPT_US_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub cross_process_preempt_us: u64,
 

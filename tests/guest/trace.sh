@@ -29,19 +29,20 @@ traced pingpong "$GMP_LOAD" pingpong --rounds 5000
 GMP_ARGS="--go-pidle" traced pidle "$GMP_LOAD" pingpong --rounds 5000
 traced stress stress-ng -t 20 --aggressive -M -c "$n" -f "$n" --affinity 1 \
 	--affinity-delay 1 --affinity-pin
-# Timer wakeups beside CPU hogs, with wakeup preemption: the preempted
-# tasks' puts (why=preempt) must keep to the rules too.
-GMP_ARGS="--wakeup-preempt-us 250" traced preempt sh -c "stress-ng --cpu $n -t 6 >/dev/null 2>&1 &
+# timers_beside_hogs NAME: cyclictest's timer wakeups beside a CPU hog on
+# every CPU, traced as NAME; NAME_puts= counts the preempted tasks' puts
+# (why=preempt), which must keep to the rules too.
+timers_beside_hogs() {
+	traced "$1" sh -c "stress-ng --cpu $n -t 6 >/dev/null 2>&1 &
 	cyclictest -m -q -t $n -i 1000 -D 5 >/dev/null; wait"
-echo "preempt_puts=$(grep -c ' why=preempt ' /tmp/preempt.trace)"
-# The same under the defaults: a timer wakeup preempts a CPU hog of
-# another process (--cross-process-preempt-us); with 0, Go's rule, none is.
-traced xpreempt sh -c "stress-ng --cpu $n -t 6 >/dev/null 2>&1 &
-	cyclictest -m -q -t $n -i 1000 -D 5 >/dev/null; wait"
-echo "xpreempt_puts=$(grep -c ' why=preempt ' /tmp/xpreempt.trace)"
-GMP_ARGS="--cross-process-preempt-us 0" traced gopreempt sh -c "stress-ng --cpu $n -t 6 >/dev/null 2>&1 &
-	cyclictest -m -q -t $n -i 1000 -D 5 >/dev/null; wait"
-echo "gopreempt_puts=$(grep -c ' why=preempt ' /tmp/gopreempt.trace)"
+	echo "$1_puts=$(grep -c ' why=preempt ' "/tmp/$1.trace")"
+}
+# With wakeup preemption for every task; under the defaults, where a timer
+# wakeup preempts a CPU hog of another process (--cross-process-preempt-us);
+# and with 0, Go's rule, where none is.
+GMP_ARGS="--wakeup-preempt-us 250" timers_beside_hogs preempt
+timers_beside_hogs xpreempt
+GMP_ARGS="--cross-process-preempt-us 0" timers_beside_hogs gopreempt
 # longest_wait NAME TRACE HOGS: the longest waits from a put to the run, in
 # ms, of the SCHED_IDLE hogs whose pids are in the file HOGS
 # (NAME_hog_wait_ms=), and from a put on the GRQ of the other tasks
