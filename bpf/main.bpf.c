@@ -20,6 +20,7 @@
 #include "intf.h"
 #include "kick.bpf.h"
 #include "idle.bpf.h"
+#include "process.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -1400,17 +1401,6 @@ static bool debug_stalled(const struct task_struct *p)
 			break;
 	}
 	return true;
-}
-
-/*
- * Does @cur's wakeup of @p cross address spaces: two user tasks of two
- * processes? Go's runnext hands a goroutine to another of the same
- * program; on Linux a hand-off between processes on one CPU switches the
- * address space, which a CPU of each does not. Any CPU.
- */
-static bool other_process(const struct task_struct *p, const struct task_struct *cur)
-{
-	return cur->mm && p->mm && cur->mm != p->mm;
 }
 
 /*
