@@ -90,10 +90,12 @@ pub struct PolicyOpts {
 
     /// User mode: a wakeup that finds every CPU busy waits for the agent
     /// until some CPU's task stops or ends its slice, as in scx_rustland. By
-    /// default it preempts the task on its CPU for the agent's pass, and
-    /// that task then runs on with the rest of its slice: Go decides where a
-    /// woken goroutine goes in the waker's ready(), at once; waiting for the
-    /// agent added up to a slice to each wakeup beside CPU-bound work.
+    /// default one of a task that may run on one CPU only, or one that goes
+    /// ahead of another process's task (--cross-process-preempt-us),
+    /// preempts the task on its CPU for the agent's pass, and that task
+    /// then runs on with the rest of its slice: Go decides where a woken
+    /// goroutine goes in the waker's ready(), at once; waiting for the agent
+    /// added up to a slice to each wakeup beside CPU-bound work.
     #[arg(long, global = true)]
     pub lazy_agent: bool,
 
@@ -163,14 +165,16 @@ pub struct PolicyOpts {
     #[arg(long, global = true, default_value_t = gmp_defaults_GMP_WAKEUP_PREEMPT_US_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub wakeup_preempt_us: u64,
 
-    /// BPF mode: --wakeup-preempt-us for a wakeup into another process: a
-    /// task woken into a CPU's runnext preempts a task of another program
-    /// that has run this long there, in microseconds, since it last started
-    /// (not for a new thread, a sync wakeup or a SCHED_IDLE task). Not Go's
-    /// rule: Go orders the goroutines of one program and never preempts one
-    /// for a wakeup; between two programs (a timer thread beside a compile
-    /// job) that leaves the woken task up to a whole slice behind the
-    /// other's. Within one process, Go's rule. 0: Go's rule everywhere.
+    /// --wakeup-preempt-us for a wakeup into another process: a task woken
+    /// into a CPU's runnext preempts a task of another program that has run
+    /// this long there, in microseconds, since it last started (not for a
+    /// new thread, a sync wakeup or a SCHED_IDLE task). Not Go's rule: Go
+    /// orders the goroutines of one program and never preempts one for a
+    /// wakeup; between two programs (a timer thread beside a compile job)
+    /// that leaves the woken task up to a whole slice behind the other's.
+    /// Within one process, Go's rule. In user mode the preempted task runs
+    /// on right after the woken one (not with --lazy-agent). 0: Go's rule
+    /// everywhere.
     #[arg(long, global = true, default_value_t = gmp_defaults_GMP_CROSS_PREEMPT_US_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub cross_process_preempt_us: u64,
 

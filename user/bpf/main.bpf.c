@@ -51,6 +51,7 @@
 /* scx_gmp: kick_cpu(), which never kicks from a CPU going offline. */
 #include "../../bpf/kick.bpf.h"
 #include "../../bpf/idle.bpf.h"
+#include "../../bpf/process.bpf.h"
 
 /* The kernel's values (include/linux/sched.h, sched/prio.h, sched/ext.c). */
 #define TASK_RUNNING	0
@@ -288,9 +289,24 @@ const volatile bool agent_kick;
 struct kicked {
 	s32 pid;
 	u64 left;
+	/* Not 0: the vtime it goes back with, behind a woken task (cross_preempts()). */
+	u64 behind;
 };
 struct kicked kicked[MAX_CPUS];
 volatile u64 nr_agent_kicks, nr_kick_restores;
+
+/*
+ * scx_gmp: a task woken into a CPU's runnext goes ahead of a task of
+ * another process that has run this long there (cross_preempts();
+ * --cross-process-preempt-us, 0: off); how many did.
+ */
+const volatile u64 cross_preempt_ns;
+volatile u64 nr_cross_preempts;
+/*
+ * scx_gmp: the vtime of the agent's last decision, as it left its last
+ * pass (user/src/main.rs, dispatch_vtime(): a runnext task's vtime).
+ */
+volatile u64 agent_seq;
 /*
  * SCHED_IDLE tasks preempted for a task queued to their CPU (kick_for(),
  * run_beside_idle()), and of those, the wakeups that ran there without the
@@ -388,6 +404,12 @@ struct task_ctx {
 	 * waker's), for enqueue() to hand off.
 	 */
 	bool sync;
+
+	/*
+	 * scx_gmp: went to the agent woken (not by a sync wakeup), so its
+	 * decision may go ahead of another process's task (preempt_across()).
+	 */
+	bool woken;
 };
 
 /* Map that contains task-local storage. */
@@ -899,6 +921,13 @@ static bool cancel_stale(struct task_struct *p,
 #define IDLE_VTIME_LAG 64
 
 /*
+ * scx_gmp: the agent's decisions that a task preempted for a woken task of
+ * another process lets go first (restore_kicked()): those made up to this
+ * many decisions after the agent's last pass, among them the woken task's.
+ */
+#define CROSS_VTIME_LAG 64
+
+/*
  * scx_gmp: idle_vtime - the vtime that orders @p, just decided, in its DSQ.
  * The agent's vtime counts its decisions (user/src/main.rs, dispatch_vtime()),
  * and a SCHED_IDLE task that yields (idle_yields(), so not with
@@ -917,6 +946,67 @@ static u64 idle_vtime(const struct task_struct *p, u64 vtime)
 	if (idle_slice_ns && p->policy == GMP_SCHED_IDLE)
 		return vtime + IDLE_VTIME_LAG;
 	return vtime;
+}
+
+/*
+ * scx_gmp: cross_preempts - does @p, woken into @cpu's runnext, go ahead of
+ * @cur, the task that runs there (--cross-process-preempt-us)? Yes if @cur
+ * belongs to another process, is not exiting, and has run cross_preempt_ns
+ * there since it last started, and @p is not a batch job (idle_behind()).
+ * Not Go's rule: a woken goroutine waits in runnext until the running one
+ * blocks or its slice ends. But Go orders the goroutines of one program;
+ * between two programs (a timer thread beside a compile job) that left the
+ * woken task up to a whole slice behind the other's (README, "Where Linux
+ * differs from Go"). As bpf/main.bpf.c's cross_preempts(). Any CPU (@cur
+ * under RCU).
+ */
+static bool cross_preempts(const struct task_struct *p, const struct task_struct *cur,
+			   s32 cpu)
+{
+	u32 i = cpu;
+
+	if (!cross_preempt_ns || i >= MAX_CPUS || idle_behind(p, idle_slice_ns) ||
+	    (cur->flags & PF_EXITING) || !other_process(p, cur) || cur_pid[i] != cur->pid)
+		return false;
+	return time_delta(scx_bpf_now(), cur_start[i]) >= cross_preempt_ns;
+}
+
+/*
+ * scx_gmp: preempt_across - the agent just put @p, woken, in @cpu's own DSQ
+ * with @vtime (dispatch_task()). If @p goes ahead of the task that runs
+ * there (cross_preempts()), preempt that task: it comes back right behind
+ * @p, with the rest of its slice (restore_kicked()). For a wakeup that
+ * kick_agent() could not act on at once: the agent was running already, or
+ * the task it preempted ran on before the decision came. Whether it
+ * preempted. Any CPU.
+ */
+static bool preempt_across(const struct task_struct *p, s32 cpu, u64 vtime)
+{
+	struct task_ctx *tctx = try_lookup_task_ctx(p);
+	struct task_struct *cur;
+	struct kicked *k;
+	bool done = false;
+	u32 i = cpu;
+
+	if (!tctx || !tctx->woken || i >= MAX_CPUS)
+		return false;
+	tctx->woken = false;
+	/* Keep clang from dropping the mask the verifier needs (power of two). */
+	barrier_var(i);
+	k = &kicked[i & (MAX_CPUS - 1)];
+	bpf_rcu_read_lock();
+	cur = scx_bpf_cpu_curr(cpu);
+	if (cur && cur->pid && !is_usersched_task(cur) && cur->scx.slice &&
+	    (cur->scx.flags & SCX_TASK_QUEUED) && k->pid != cur->pid &&
+	    cross_preempts(p, cur, cpu)) {
+		k->left = cur->scx.slice;
+		k->pid = cur->pid;
+		k->behind = vtime + 1;
+		kick_cpu_flags(cpu, SCX_KICK_PREEMPT);
+		done = true;
+	}
+	bpf_rcu_read_unlock();
+	return done;
 }
 
 /*
@@ -993,7 +1083,7 @@ static void dispatch_task(const struct dispatched_task_ctx *task)
 	 * scx_gmp: as kick_for(), but with the kick an insert made in
 	 * dispatch() needs (kick_dispatched()).
 	 */
-	if (!preempt_if_yields(p, cpu))
+	if (!preempt_if_yields(p, cpu) && !preempt_across(p, cpu, vtime))
 		kick_dispatched(cpu);
 
 out_release:
@@ -1298,9 +1388,11 @@ static void queue_task_to_userspace(struct task_struct *p, s32 prev_cpu, u64 enq
  * on while a woken one waits in runnext. Not when the agent runs already,
  * or with --lazy-agent (then an idle @cpu is woken, as before). A SCHED_IDLE
  * task that runs there does not get its slice back ahead of @p, the woken
- * task (idle_yields()): it goes back to the agent. Any CPU.
+ * task (idle_yields()): it goes back to the agent. With @may_cross (a
+ * wakeup, not a sync one), a task of another process that @p goes ahead of
+ * (cross_preempts()) gets its slice back behind @p. Any CPU.
  */
-static void kick_agent(const struct task_struct *p, s32 cpu)
+static void kick_agent(const struct task_struct *p, s32 cpu, bool may_cross)
 {
 	struct task_struct *cur;
 	struct kicked *k;
@@ -1321,12 +1413,35 @@ static void kick_agent(const struct task_struct *p, s32 cpu)
 		   (cur->scx.flags & SCX_TASK_QUEUED) && k->pid != cur->pid) {
 		k->left = cur->scx.slice;
 		k->pid = cur->pid;
+		k->behind = may_cross && cross_preempts(p, cur, cpu) ?
+				    agent_seq + CROSS_VTIME_LAG : 0;
 		kick_cpu_flags(cpu, SCX_KICK_PREEMPT);
 		__sync_fetch_and_add(&nr_agent_kicks, 1);
 	} else {
 		kick_cpu(cpu);
 	}
 	bpf_rcu_read_unlock();
+}
+
+/*
+ * scx_gmp: kick_across - @p woke to @cpu, which select_cpu() chose, and
+ * waits for the agent. Rustland kicks no CPU for such a wakeup: the agent
+ * decides when some CPU's task stops or ends its slice. If @p goes ahead of
+ * the task that runs on @cpu (cross_preempts()), kick_agent() now. Any CPU.
+ */
+static void kick_across(const struct task_struct *p, s32 cpu)
+{
+	struct task_struct *cur;
+	bool cross;
+
+	if (!cross_preempt_ns)
+		return;
+	bpf_rcu_read_lock();
+	cur = scx_bpf_cpu_curr(cpu);
+	cross = cur && cross_preempts(p, cur, cpu);
+	bpf_rcu_read_unlock();
+	if (cross)
+		kick_agent(p, cpu, true);
 }
 
 /* scx_gmp: whether kick_agent() preempted @p on @cpu. Any CPU. */
@@ -1358,15 +1473,30 @@ static void forget_kick(s32 cpu)
 static bool restore_kicked(struct task_struct *p, s32 cpu, u64 enq_flags)
 {
 	u32 i = cpu;
-	u64 left;
+	u64 left, behind;
 
 	if (i >= MAX_CPUS || !was_kicked(p, cpu) || p->scx.slice ||
 	    (enq_flags & SCX_ENQ_WAKEUP))
 		return false;
 	left = kicked[i].left;
+	behind = kicked[i].behind;
 	forget_kick(cpu);
 	if (is_stranded(p, cpu) || !left)
 		return false;
+	if (behind) {
+		/*
+		 * cross_preempts(): the woken task runs first. In the CPU's own
+		 * DSQ, @p orders right after the woken task's decision
+		 * (preempt_across()), or after the agent's next CROSS_VTIME_LAG
+		 * decisions, the woken task's among them (kick_agent(): the
+		 * pass the kick starts sends it, with a runnext task's vtime),
+		 * and before the LRQ tasks committed there (LRQ_VTIME_LAG,
+		 * user/src).
+		 */
+		scx_bpf_dsq_insert_vtime(p, cpu_to_dsq(cpu), left, behind, enq_flags);
+		__sync_fetch_and_add(&nr_cross_preempts, 1);
+		return true;
+	}
 	/*
 	 * Its CPU's local DSQ: the agent, picked by dispatch() before this
 	 * put, runs first, then @p, then what the agent queued in the CPU's
@@ -1500,7 +1630,7 @@ void BPF_STRUCT_OPS(rustland_enqueue, struct task_struct *p, u64 enq_flags)
 	s32 prev_cpu = scx_bpf_task_cpu(p), cpu;
 	bool is_wakeup = is_queued_wakeup(p, enq_flags);
 	struct task_ctx *tctx = try_lookup_task_ctx(p);
-	bool sync = false, to_agent = false;
+	bool sync = false, to_agent = false, woken;
 
 	/* scx_gmp: a sync wakeup that select_cpu() put here (handoff()). */
 	if (tctx) {
@@ -1658,10 +1788,15 @@ out_kick:
 	/*
 	 * Wakeup the task's CPU if needed.
 	 */
+	woken = (enq_flags & SCX_ENQ_WAKEUP) && !sync;
+	if (to_agent && tctx)
+		tctx->woken = woken;
 	if (is_wakeup && to_agent)
-		kick_agent(p, prev_cpu);
+		kick_agent(p, prev_cpu, woken);
 	else if (is_wakeup)
 		kick_cpu(prev_cpu);
+	else if (to_agent && woken)
+		kick_across(p, prev_cpu);
 }
 
 /*

@@ -223,6 +223,7 @@ impl<'cb> BpfScheduler<'cb> {
         sync_handoff: bool,
         lock_streak_max: u32,
         agent_kick: bool,
+        cross_preempt_ns: u64,
         name: &str,
     ) -> Result<Self> {
         let shutdown = Arc::new(AtomicBool::new(false));
@@ -282,6 +283,7 @@ impl<'cb> BpfScheduler<'cb> {
         skel.maps.rodata_data.as_mut().unwrap().sync_handoff = sync_handoff;
         skel.maps.rodata_data.as_mut().unwrap().lock_streak_max = lock_streak_max;
         skel.maps.rodata_data.as_mut().unwrap().agent_kick = agent_kick;
+        skel.maps.rodata_data.as_mut().unwrap().cross_preempt_ns = cross_preempt_ns;
         let _ = Self::set_scx_ops_name(&mut skel.struct_ops.rustland_mut().name, name);
 
         let mut skel = scx_ops_load!(skel, rustland, uei)?;
@@ -412,10 +414,13 @@ impl<'cb> BpfScheduler<'cb> {
     // some point, otherwise the BPF component will keep waking-up the user-space scheduler in a
     // busy loop, causing unnecessary high CPU consumption.
     //
-    // scx_gmp: it also ends the pass that begin_pass() started.
-    pub fn notify_complete(&mut self, nr_pending: u64) {
+    // scx_gmp: it also ends the pass that begin_pass() started, and tells
+    // the BPF side the number of the last decision sent (user/bpf: @agent_seq).
+    pub fn notify_complete(&mut self, nr_pending: u64, seq: u64) {
         let bss = self.skel.maps.bss_data.as_mut().unwrap();
         bss.nr_scheduled = nr_pending;
+        // SAFETY: a field of the mapped .bss, which the BPF side reads.
+        unsafe { std::ptr::write_volatile(&mut bss.agent_seq, seq) };
         // SAFETY: a field of the mapped .bss, which the BPF side reads.
         unsafe { std::ptr::write_volatile(&mut bss.agent_in_pass, 0) };
         std::thread::yield_now();

@@ -411,15 +411,20 @@ struct Agent<'a> {
 impl<'a> Agent<'a> {
     fn init(
         params: Params,
-        sync_handoff: bool,
-        agent_kick: bool,
-        idle_wakeups: bool,
-        idle_slice_ns: u64,
+        policy: &PolicyOpts,
         agent: &AgentOpts,
         open_object: &'a mut MaybeUninit<OpenObject>,
     ) -> Result<Self> {
         let nr_cpus = params.nprocs;
         let slice_ns = params.slice_ns;
+        // The fast paths skip the agent, so with --debug-stall-comm (a task the
+        // agent must never run) every wakeup goes through it.
+        let all_through_agent = agent.debug_stall_comm.is_some();
+        let sync_handoff = !policy.go_handoff && !all_through_agent;
+        let idle_wakeups = !policy.go_ready && !all_through_agent;
+        let agent_kick = !policy.lazy_agent;
+        let idle_slice_ns = us_to_ns(policy.idle_slice_us);
+        let cross_preempt_ns = us_to_ns(policy.cross_process_preempt_us);
         let bpf = BpfScheduler::init(
             open_object,
             None,
@@ -433,15 +438,20 @@ impl<'a> Agent<'a> {
             sync_handoff,  // a sync wakeup runs next on the waker's CPU, as runnext does
             agent.lock_streak_max(), // lock hand-offs per CPU between two dispatch() calls
             agent_kick,    // a wakeup for the agent preempts its CPU's task for the agent
+            cross_preempt_ns, // a wakeup goes ahead of another process's task that ran this long
             "gmp_user",
         )?;
         // As the BPF mode's line: the options that are not Go's, when set.
-        let idle = match idle_slice_ns {
+        let mut not_go = match idle_slice_ns {
             0 => String::new(),
             ns => format!(", SCHED_IDLE slice {} us", ns / 1000),
         };
+        if cross_preempt_ns > 0 && agent_kick {
+            let us = cross_preempt_ns / 1000;
+            not_go += &format!(", wakeup preemption across processes after {us} us");
+        }
         log::info!(
-            "scx_gmp-user {} scheduling {nr_cpus} CPUs from user space: {params}{idle}",
+            "scx_gmp-user {} scheduling {nr_cpus} CPUs from user space: {params}{not_go}",
             version()
         );
         // Ps for CPU ids that are offline never run. The BPF layer found
@@ -878,6 +888,9 @@ impl<'a> Agent<'a> {
         m.lock_refusals = b.nr_lock_refusals;
         // And the tasks a CPU on its way offline moved out of its own DSQ.
         m.released = b.nr_released;
+        // A woken task that went ahead of another process's task, or of a
+        // SCHED_IDLE one.
+        m.wakeup_preempts = b.nr_cross_preempts + b.nr_idle_yields;
         m
     }
 
@@ -915,7 +928,7 @@ impl<'a> Agent<'a> {
             // (user/bpf), so the backlog delays no task handed to the CPU
             // that this loop runs on.
             let queued = self.sched.nr_queued() + self.unsent.len();
-            self.bpf.notify_complete(queued as u64);
+            self.bpf.notify_complete(queued as u64, self.seq);
             if req_ch.try_recv().is_ok() {
                 res_ch.send(self.metrics())?;
             }
@@ -943,6 +956,7 @@ impl<'a> Agent<'a> {
              tasks a CPU moved out of its own DSQ: {}; agent runs ahead of a CPU's DSQ: {}; \
              passes cut short (agent put back in a pass): {}; \
              tasks preempted for the agent: {} ({} back with their slice); \
+             tasks preempted for a woken task of another process: {}; \
              SCHED_IDLE tasks preempted: {} ({} for a wakeup without the agent); \
              wakeups run ahead of the SCHED_IDLE tasks committed to an idle CPU: {}",
             hotplug_count(&self.bpf),
@@ -958,6 +972,8 @@ impl<'a> Agent<'a> {
             unsafe { std::ptr::read_volatile(&bss.nr_agent_kicks) },
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_kick_restores) },
+            // SAFETY: as in `cpu_hotplugs`.
+            unsafe { std::ptr::read_volatile(&bss.nr_cross_preempts) },
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_idle_yields) },
             // SAFETY: as in `cpu_hotplugs`.
@@ -1022,21 +1038,7 @@ fn run(opts: Opts) -> Result<bool> {
     // run_user_mode), which RESTART_EXIT asks for.
     let mut open_object = MaybeUninit::uninit();
     let params = opts.policy.params(*scx_utils::NR_CPU_IDS, 1);
-    // The fast paths skip the agent, so with --debug-stall-comm (a task the
-    // agent must never run) every wakeup goes through it.
-    let all_through_agent = opts.agent.debug_stall_comm.is_some();
-    let sync_handoff = !opts.policy.go_handoff && !all_through_agent;
-    let idle_wakeups = !opts.policy.go_ready && !all_through_agent;
-    let agent_kick = !opts.policy.lazy_agent;
-    let mut agent = Agent::init(
-        params,
-        sync_handoff,
-        agent_kick,
-        idle_wakeups,
-        us_to_ns(opts.policy.idle_slice_us),
-        &opts.agent,
-        &mut open_object,
-    )?;
+    let mut agent = Agent::init(params, &opts.policy, &opts.agent, &mut open_object)?;
     Ok(agent.run(&stats_server, stats)?.should_restart())
 }
 
