@@ -972,6 +972,30 @@ static bool cross_preempts(const struct task_struct *p, const struct task_struct
 }
 
 /*
+ * scx_gmp: may @cur, running on @k's CPU, be preempted to get its slice back
+ * (restore_kicked())? A task other than the agent, with slice left, not
+ * preempted that way already. Any CPU (@cur under RCU).
+ */
+static bool may_kick(const struct task_struct *cur, const struct kicked *k)
+{
+	return cur && cur->pid && !is_usersched_task(cur) && cur->scx.slice &&
+	       (cur->scx.flags & SCX_TASK_QUEUED) && k->pid != cur->pid;
+}
+
+/*
+ * scx_gmp: preempt @cur on @cpu (@k its entry): it gets the rest of its
+ * slice back there, ahead of the agent's decisions, or with the vtime
+ * @behind if not 0 (restore_kicked()). Any CPU (@cur under RCU).
+ */
+static void kick_back(const struct task_struct *cur, struct kicked *k, s32 cpu, u64 behind)
+{
+	k->left = cur->scx.slice;
+	k->pid = cur->pid;
+	k->behind = behind;
+	kick_cpu_flags(cpu, SCX_KICK_PREEMPT);
+}
+
+/*
  * scx_gmp: preempt_across - the agent just put @p, woken, in @cpu's own DSQ
  * with @vtime (dispatch_task()). If @p goes ahead of the task that runs
  * there (cross_preempts()), preempt that task: it comes back right behind
@@ -996,13 +1020,8 @@ static bool preempt_across(const struct task_struct *p, s32 cpu, u64 vtime)
 	k = &kicked[i & (MAX_CPUS - 1)];
 	bpf_rcu_read_lock();
 	cur = scx_bpf_cpu_curr(cpu);
-	if (cur && cur->pid && !is_usersched_task(cur) && cur->scx.slice &&
-	    (cur->scx.flags & SCX_TASK_QUEUED) && k->pid != cur->pid &&
-	    cross_preempts(p, cur, cpu)) {
-		k->left = cur->scx.slice;
-		k->pid = cur->pid;
-		k->behind = vtime + 1;
-		kick_cpu_flags(cpu, SCX_KICK_PREEMPT);
+	if (may_kick(cur, k) && cross_preempts(p, cur, cpu)) {
+		kick_back(cur, k, cpu, vtime + 1);
 		done = true;
 	}
 	bpf_rcu_read_unlock();
@@ -1396,6 +1415,7 @@ static void kick_agent(const struct task_struct *p, s32 cpu, bool may_cross)
 {
 	struct task_struct *cur;
 	struct kicked *k;
+	u64 behind;
 	u32 i = cpu;
 
 	if (!agent_kick || i >= MAX_CPUS || agent_cpu >= 0 || !fast_paths()) {
@@ -1409,13 +1429,9 @@ static void kick_agent(const struct task_struct *p, s32 cpu, bool may_cross)
 	cur = scx_bpf_cpu_curr(cpu);
 	if (cur && idle_yields(cur, p, idle_slice_ns)) {
 		preempt_idle(cpu);
-	} else if (cur && cur->pid && !is_usersched_task(cur) && cur->scx.slice &&
-		   (cur->scx.flags & SCX_TASK_QUEUED) && k->pid != cur->pid) {
-		k->left = cur->scx.slice;
-		k->pid = cur->pid;
-		k->behind = may_cross && cross_preempts(p, cur, cpu) ?
-				    agent_seq + CROSS_VTIME_LAG : 0;
-		kick_cpu_flags(cpu, SCX_KICK_PREEMPT);
+	} else if (may_kick(cur, k)) {
+		behind = may_cross && cross_preempts(p, cur, cpu) ? agent_seq + CROSS_VTIME_LAG : 0;
+		kick_back(cur, k, cpu, behind);
 		__sync_fetch_and_add(&nr_agent_kicks, 1);
 	} else {
 		kick_cpu(cpu);
