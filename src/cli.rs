@@ -173,8 +173,8 @@ pub struct PolicyOpts {
     /// wakeup; between two programs (a timer thread beside a compile job)
     /// that leaves the woken task up to a whole slice behind the other's.
     /// Within one process, Go's rule. In user mode the preempted task runs
-    /// on right after the woken one (not with --lazy-agent). 0: Go's rule
-    /// everywhere.
+    /// on right after the woken one (with --lazy-agent, only once the
+    /// agent's decision reaches the CPU). 0: Go's rule everywhere.
     #[arg(long, global = true, default_value_t = gmp_defaults_GMP_CROSS_PREEMPT_US_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub cross_process_preempt_us: u64,
 

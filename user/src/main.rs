@@ -446,7 +446,7 @@ impl<'a> Agent<'a> {
             0 => String::new(),
             ns => format!(", SCHED_IDLE slice {} us", ns / 1000),
         };
-        if cross_preempt_ns > 0 && agent_kick {
+        if cross_preempt_ns > 0 {
             let us = cross_preempt_ns / 1000;
             not_go += &format!(", wakeup preemption across processes after {us} us");
         }
