@@ -156,8 +156,7 @@ impl<'a> Scheduler<'a> {
             (policy.ready_idle, ", wakeups on idle CPUs"),
             (policy.go_cross_process, ", Go's ready() across processes"),
         ];
-        // The options that are not Go's and are set: ", what N us" each.
-        let timed: String = [
+        let mut timed = scx_gmp::cli::timed_not_go(&[
             (policy.wakeup_preempt_us, "wakeup preemption after"),
             (
                 policy.cross_process_preempt_us,
@@ -165,15 +164,11 @@ impl<'a> Scheduler<'a> {
             ),
             (policy.wakep_delay_us, "wakep after"),
             (policy.idle_slice_us, "SCHED_IDLE slice"),
-        ]
-        .iter()
-        .filter(|t| t.0 != 0)
-        .map(|(us, what)| format!(", {what} {us} us"))
-        .chain((policy.ready_idle_slow_pct != 0).then(|| {
+        ]);
+        if policy.ready_idle_slow_pct != 0 {
             let pct = policy.ready_idle_slow_pct;
-            format!(", wakeups on idle CPUs while over {pct}% of kicks are slow")
-        }))
-        .collect();
+            timed += &format!(", wakeups on idle CPUs while over {pct}% of kicks are slow");
+        }
         log::info!(
             "scx_gmp {} scheduling {nr_cpus} CPUs: {params}{}{timed}",
             scx_gmp::cli::version(),

@@ -203,6 +203,17 @@ pub struct PolicyOpts {
     pub idle_slice_us: u64,
 }
 
+/// The start-up log's words for the timed options that are not Go's and are
+/// set: ", what N us" for each `(N, what)` whose N is not 0. Both modes log
+/// them.
+pub fn timed_not_go(options: &[(u64, &str)]) -> String {
+    options
+        .iter()
+        .filter(|t| t.0 != 0)
+        .map(|(us, what)| format!(", {what} {us} us"))
+        .collect()
+}
+
 impl PolicyOpts {
     /// The model's parameters for `nprocs` Ps: the one place the knobs turn
     /// from microseconds into nanoseconds.

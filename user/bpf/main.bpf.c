@@ -972,6 +972,20 @@ static bool cross_preempts(const struct task_struct *p, const struct task_struct
 }
 
 /*
+ * scx_gmp: @cpu's entry in @kicked, or NULL. Any CPU.
+ */
+static __always_inline struct kicked *kick_entry(s32 cpu)
+{
+	u32 i = cpu;
+
+	if (i >= MAX_CPUS)
+		return NULL;
+	/* Keep clang from dropping the mask the verifier needs (power of two). */
+	barrier_var(i);
+	return &kicked[i & (MAX_CPUS - 1)];
+}
+
+/*
  * scx_gmp: may @cur, running on @k's CPU, be preempted to get its slice back
  * (restore_kicked())? A task other than the agent, with slice left, not
  * preempted that way already. Any CPU (@cur under RCU).
@@ -1007,17 +1021,13 @@ static void kick_back(const struct task_struct *cur, struct kicked *k, s32 cpu, 
 static bool preempt_across(const struct task_struct *p, s32 cpu, u64 vtime)
 {
 	struct task_ctx *tctx = try_lookup_task_ctx(p);
+	struct kicked *k = kick_entry(cpu);
 	struct task_struct *cur;
-	struct kicked *k;
 	bool done = false;
-	u32 i = cpu;
 
-	if (!tctx || !tctx->woken || i >= MAX_CPUS)
+	if (!tctx || !tctx->woken || !k)
 		return false;
 	tctx->woken = false;
-	/* Keep clang from dropping the mask the verifier needs (power of two). */
-	barrier_var(i);
-	k = &kicked[i & (MAX_CPUS - 1)];
 	bpf_rcu_read_lock();
 	cur = scx_bpf_cpu_curr(cpu);
 	if (may_kick(cur, k) && cross_preempts(p, cur, cpu)) {
@@ -1413,18 +1423,14 @@ static void queue_task_to_userspace(struct task_struct *p, s32 prev_cpu, u64 enq
  */
 static void kick_agent(const struct task_struct *p, s32 cpu, bool may_cross)
 {
+	struct kicked *k = kick_entry(cpu);
 	struct task_struct *cur;
-	struct kicked *k;
 	u64 behind;
-	u32 i = cpu;
 
-	if (!agent_kick || i >= MAX_CPUS || agent_cpu >= 0 || !fast_paths()) {
+	if (!agent_kick || !k || agent_cpu >= 0 || !fast_paths()) {
 		kick_for(p, cpu);
 		return;
 	}
-	/* Keep clang from dropping the mask the verifier needs (power of two). */
-	barrier_var(i);
-	k = &kicked[i & (MAX_CPUS - 1)];
 	bpf_rcu_read_lock();
 	cur = scx_bpf_cpu_curr(cpu);
 	if (cur && idle_yields(cur, p, idle_slice_ns)) {

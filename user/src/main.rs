@@ -42,7 +42,7 @@ use scx_utils::UserExitInfo;
 
 use bpf::{BpfScheduler, DispatchedTask, QueuedTask, RL_CPU_ANY};
 use scx_gmp::bpf_intf::gmp_consts_GMP_TIMEOUT_MS as GMP_TIMEOUT_MS;
-use scx_gmp::cli::{version, AgentOpts, PolicyOpts, RESTART_EXIT};
+use scx_gmp::cli::{timed_not_go, version, AgentOpts, PolicyOpts, RESTART_EXIT};
 use scx_gmp::load::{check_interval, exit_code, init_log, preflight};
 use scx_gmp::model::{us_to_ns, Affinity, Params, Sched, G};
 use scx_gmp::stats::{server_data, Metrics};
@@ -442,14 +442,13 @@ impl<'a> Agent<'a> {
             "gmp_user",
         )?;
         // As the BPF mode's line: the options that are not Go's, when set.
-        let mut not_go = match idle_slice_ns {
-            0 => String::new(),
-            ns => format!(", SCHED_IDLE slice {} us", ns / 1000),
-        };
-        if cross_preempt_ns > 0 {
-            let us = cross_preempt_ns / 1000;
-            not_go += &format!(", wakeup preemption across processes after {us} us");
-        }
+        let not_go = timed_not_go(&[
+            (policy.idle_slice_us, "SCHED_IDLE slice"),
+            (
+                policy.cross_process_preempt_us,
+                "wakeup preemption across processes after",
+            ),
+        ]);
         log::info!(
             "scx_gmp-user {} scheduling {nr_cpus} CPUs from user space: {params}{not_go}",
             version()
