@@ -145,6 +145,12 @@ struct gmp_cpu {
 	/* When runnext was last filled (ns). Written by whichever CPU fills it
 	 * (the waker), read by thieves: a hint, read without a lock. */
 	unsigned long long runnext_at;
+	/* The vtime of the task last put in runnext, and how many LRQ puts
+	 * have been queued behind the tasks it displaced since (runqput()).
+	 * Written by whichever CPU fills runnext or the LRQ, under this CPU's
+	 * run-queue lock. */
+	unsigned long long runnext_vtime;
+	unsigned int lrq_behind;
 	/* When sysmon retakes a spent slice (ns); 0: not spent. Owner only. */
 	unsigned long long retake_at;
 	/* This CPU is looking for work while odd: each start and each stop

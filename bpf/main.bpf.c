@@ -579,6 +579,34 @@ static void runqputslow(struct task_struct *p, s32 cpu, u32 why, u64 enq_flags)
 	kick_if_other(cpu);
 }
 
+/*
+ * The runnext DSQ orders by vtime, smallest first: each runqput(next) takes
+ * RUNNEXT_STEP less than the one before (runnext_seq), so the newest task,
+ * runnext, is first and the tasks it displaced follow, newest to oldest.
+ * Between one and the next, the step leaves room for the LRQ puts that
+ * lrq_put_behind() holds there.
+ */
+#define RUNNEXT_STEP (1ULL << 16)
+
+/*
+ * lrq_put_behind: put @p at @cpu's LRQ tail when runnext tasks it displaced
+ * still wait in the runnext DSQ to move there (runnext_flush()): Go's
+ * runqput moved them at once, so @p goes behind them. It joins them in the
+ * runnext DSQ, after the oldest ones and before runnext itself, and moves
+ * to the LRQ with them, in order. Returns false if there are none to go
+ * behind (or no room in the step): then @p goes straight to the LRQ.
+ * Whoever fills @cpu's queues, under its run-queue lock.
+ */
+static bool lrq_put_behind(struct task_struct *p, s32 cpu, struct gmp_cpu *c, u64 enq_flags)
+{
+	if (scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) <= 1 || c->lrq_behind >= RUNNEXT_STEP - 1)
+		return false;
+	c->lrq_behind++;
+	scx_bpf_dsq_insert_vtime(p, runnext_dsq(cpu), slice_ns,
+				 c->runnext_vtime + RUNNEXT_STEP - c->lrq_behind, enq_flags);
+	return true;
+}
+
 /* runqput: proc.go runqput - queue @p on @cpu's runnext (next) or LRQ tail. */
 static void runqput(struct task_struct *p, s32 cpu, bool next, u32 why, u64 enq_flags)
 {
@@ -614,15 +642,17 @@ static void runqput(struct task_struct *p, s32 cpu, bool next, u32 why, u64 enq_
 			}
 		}
 		c->runnext_at = scx_bpf_now();
-		/* Newest first: a smaller vtime sorts earlier. */
-		scx_bpf_dsq_insert_vtime(p, runnext_dsq(cpu), slice_ns, -seq, enq_flags);
+		c->runnext_vtime = -(seq * RUNNEXT_STEP);
+		c->lrq_behind = 0;
+		scx_bpf_dsq_insert_vtime(p, runnext_dsq(cpu), slice_ns, c->runnext_vtime, enq_flags);
 		stat_add(GMP_STAT_RUNNEXT_PUT, 1);
 	} else if (lrq_len(cpu) >= lrq_cap) {
 		runqputslow(p, cpu, why, enq_flags);
 		return;
 	} else {
 		ev_put(GMP_PUT_LRQ, why, cpu, p, lrq_len(cpu) + 1);
-		scx_bpf_dsq_insert(p, lrq_dsq(cpu), slice_ns, enq_flags);
+		if (!lrq_put_behind(p, cpu, c, enq_flags))
+			scx_bpf_dsq_insert(p, lrq_dsq(cpu), slice_ns, enq_flags);
 		stat_add(GMP_STAT_LRQ_PUT, 1);
 	}
 	kick_if_other(cpu);
