@@ -126,6 +126,7 @@ enum gmp_stat {
 	GMP_STAT_KICK_WAIT_US,	/* their time from kick to dispatch, in us */
 	GMP_STAT_KICK_SLOW,	/* of those, answered after GMP_KICK_SLOW_US */
 	GMP_STAT_BEFORE_IDLE,	/* LRQ tasks and GRQ heads run before a SCHED_IDLE task */
+	GMP_STAT_PREEMPT_LATER,	/* wakeups that set a timer to preempt the running task */
 	GMP_NR_STATS,
 };
 

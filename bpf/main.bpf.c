@@ -45,6 +45,8 @@ const volatile u64 global_max_wait_ns = (u64)GMP_GLOBAL_MAX_WAIT_MS_DFL * 1000 *
 const volatile u64 wakeup_preempt_ns = (u64)GMP_WAKEUP_PREEMPT_US_DFL * GMP_NSEC_PER_USEC;
 /* ... a task of another process (--cross-process-preempt-us); 0: off, Go's rule. */
 const volatile u64 cross_preempt_ns = (u64)GMP_CROSS_PREEMPT_US_DFL * GMP_NSEC_PER_USEC;
+/* preempt_after(): a woken task never preempts the running one. */
+#define GMP_NEVER ((u64)-1)
 const volatile u64 wakep_delay_ns = (u64)GMP_WAKEP_DELAY_US_DFL * GMP_NSEC_PER_USEC;
 /* A SCHED_IDLE task's longest slice (--idle-slice-us); 0: slice_ns, Go's rule. */
 const volatile u64 idle_slice_ns = (u64)GMP_IDLE_SLICE_US_DFL * GMP_NSEC_PER_USEC;
@@ -95,6 +97,8 @@ struct task_ctx {
 	bool yielded;		/* the slice ended in sched_yield() */
 	bool inherit;		/* dispatched from runnext: keeps the slice */
 	bool preempted;		/* preempt_for_wakeup() ended its slice */
+	bool preempts;		/* ... for this task, woken: it starts a slice of its own */
+	u64 resume_tick;	/* the preempted task's slice began here (tick_start); 0: none */
 	u64 queued_at;		/* when gmp_enqueue() last took it (ns); 0: running */
 };
 
@@ -109,6 +113,19 @@ struct {
 	__type(key, u32);
 	__type(value, struct wakep_timer);
 } wakep_timers SEC(".maps");
+
+/* One timer per CPU for a wakeup preemption due later (preempt_for_wakeup()). */
+struct preempt_timer {
+	struct bpf_timer timer;
+	u64 run_start;		/* the run it preempts: gmp_cpu.run_start */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, GMP_MAX_CPUS);
+	__type(key, u32);
+	__type(value, struct preempt_timer);
+} preempt_timers SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -929,6 +946,23 @@ static bool runqget(s32 cpu, struct gmp_cpu *c)
 
 		if (!tctx || !may_run(p, cpu))
 			continue;
+		/*
+		 * A task that preempted another program's task starts a slice
+		 * of its own; the task it preempted goes on with its own.
+		 */
+		if (tctx->preempts) {
+			scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, slice_ns);
+			if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
+				stat_add(GMP_STAT_RUNNEXT_HIT, 1);
+				ev_pick(GMP_PICK_RUNNEXT, cpu, p->pid, 1, 1, 0, -1);
+				return true;
+			}
+			continue;
+		}
+		if (tctx->resume_tick) {
+			c->tick_start = tctx->resume_tick;
+			c->retake_at = 0;
+		}
 		left = inherit_slice(c, scx_bpf_now());
 		if (!left) {
 			s32 pid = p->pid, len = scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) + 1;
@@ -1547,22 +1581,63 @@ static bool idle_waker(s32 cpu)
 	return cpu == bpf_get_smp_processor_id() && !cur->pid && !lrq_len(cpu);
 }
 
-/* Has the task running on @c run for @ns (not 0) since it last started? Owner only. */
-static bool ran_for(const struct gmp_cpu *c, u64 ns)
+/*
+ * How long must @cur, running, have run since it last started before woken
+ * @p preempts it? wakeup_preempt_ns for any task; cross_preempt_ns for a
+ * task of another process, unless @p is a batch job (a SCHED_IDLE task
+ * runs only when nothing else wants the CPU: idle_behind()); the shorter if
+ * both apply. 0 for a SCHED_IDLE @cur (idle_yields()); GMP_NEVER: @p does
+ * not preempt @cur (Go's rule). Owner only.
+ */
+static u64 preempt_after(const struct task_struct *p, const struct task_struct *cur)
 {
-	return ns && scx_bpf_now() - c->run_start >= ns;
+	u64 need = wakeup_preempt_ns ? wakeup_preempt_ns : GMP_NEVER;
+
+	if (idle_yields(cur, p, idle_slice_ns))
+		return 0;
+	if (cross_preempt_ns && cross_preempt_ns < need && !idle_behind(p, idle_slice_ns) &&
+	    other_process(p, cur))
+		need = cross_preempt_ns;
+	return need;
 }
 
 /*
- * Does @p, woken, preempt @cur, running on @c, as a task of another process
- * (--cross-process-preempt-us)? Not if @p is a batch job: a SCHED_IDLE task
- * runs only when nothing else wants the CPU (idle_behind()). Owner only.
+ * A wakeup preemption falls due: preempt the task that preempt_later()
+ * armed it for, if that run still goes on. On the CPU it was armed for
+ * (pinned), or on another once that one went offline (then the run_start
+ * it reads is not its own, and at worst one preemption is lost or spent).
  */
-static bool cross_preempts(const struct task_struct *p, const struct task_struct *cur,
-			   const struct gmp_cpu *c)
+static int preempt_timer_fn(void *map, u32 *key, struct preempt_timer *t)
 {
-	return cross_preempt_ns && !idle_behind(p, idle_slice_ns) && other_process(p, cur) &&
-	       ran_for(c, cross_preempt_ns);
+	s32 cpu = *key;
+	struct gmp_cpu *c = cpu_ctx(cpu);
+
+	if (c && c->run_start == t->run_start)
+		kick_cpu_flags(cpu, SCX_KICK_PREEMPT);
+	return 0;
+}
+
+/*
+ * Preempt the task running on @cpu in @ns, unless it stops first: a woken
+ * task would preempt it but for its short run (preempt_for_wakeup()).
+ * Returns false if that cannot be armed. A timer armed already for the
+ * same run fires sooner or as soon. Owner only.
+ */
+static bool preempt_later(s32 cpu, struct gmp_cpu *c, u64 ns)
+{
+	struct preempt_timer *t;
+	u32 key = cpu;
+
+	t = bpf_map_lookup_elem(&preempt_timers, &key);
+	if (!t)
+		return false;
+	if (t->run_start == c->run_start)
+		return true;
+	t->run_start = c->run_start;
+	if (!bpf_timer_start(&t->timer, ns, BPF_F_TIMER_CPU_PIN))
+		return true;
+	t->run_start = 0;
+	return false;
 }
 
 /*
@@ -1571,37 +1646,47 @@ static bool cross_preempts(const struct task_struct *p, const struct task_struct
  * wakeup_preempt_ns or more since it last started (cross_preempt_ns, if it
  * belongs to another process than @p), preempt it, so that the woken task
  * runs now; the preempted task runs next (gmp_enqueue(), with
- * GMP_WHY_PREEMPT), within the same slice. A task that ran less (a waker
- * that is about to sleep, such as each side of a ping-pong) or is exiting
- * (a thread that wakes its joiner) runs on. Not Go's rule: a woken
- * goroutine waits in runnext for the running one to block or to be
- * preempted at 10 ms. It is EEVDF's wakeup preemption: by default only
- * for a task of another process (cross_preempt_ns: Go orders the
- * goroutines of one program; between programs a timer thread would wait a
- * whole slice behind another's CPU hog), for any task with
- * --wakeup-preempt-us (README: "Where Linux differs from Go").
- * A SCHED_IDLE task is preempted for any other woken task, however short
- * its run (idle_yields()).
+ * GMP_WHY_PREEMPT), within the same slice. A task that ran less is
+ * preempted once it has run that long (preempt_later(); a waker that is
+ * about to sleep, such as each side of a ping-pong, sleeps first). A task
+ * that is exiting (a thread that wakes its joiner) runs on. Not Go's rule: a woken goroutine waits in runnext
+ * for the running one to block or to be preempted at 10 ms. It is EEVDF's
+ * wakeup preemption: by default only for a task of another process
+ * (cross_preempt_ns: Go orders the goroutines of one program; between
+ * programs a timer thread would wait a whole slice behind another's CPU
+ * hog), for any task with --wakeup-preempt-us (README: "Where Linux
+ * differs from Go"). A SCHED_IDLE task is preempted for any other woken
+ * task, however short its run (idle_yields()).
  * Owner only.
  */
 static void preempt_for_wakeup(const struct task_struct *p, s32 cpu)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct gmp_cpu *c = cpu_ctx(cpu);
-	struct task_ctx *tctx;
+	struct task_ctx *tctx, *woken;
+	u64 need, ran;
 
 	if (!c || !cur->pid || (cur->flags & PF_EXITING) ||
 	    cpu != bpf_get_smp_processor_id())
 		return;
-	if (!idle_yields(cur, p, idle_slice_ns) && !ran_for(c, wakeup_preempt_ns) &&
-	    !cross_preempts(p, cur, c))
-		return;
+	need = preempt_after(p, cur);
 	tctx = task_ctx(cur);
-	if (!tctx)
+	if (need == GMP_NEVER || !tctx)
 		return;
+	ran = scx_bpf_now() - c->run_start;
+	if (ran >= need) {
+		kick_cpu_flags(cpu, SCX_KICK_PREEMPT);
+		stat_add(GMP_STAT_WAKEUP_PREEMPT, 1);
+	} else if (cur->scx.slice > need - ran && preempt_later(cpu, c, need - ran)) {
+		stat_add(GMP_STAT_PREEMPT_LATER, 1);
+	} else {
+		return;
+	}
 	tctx->preempted = true;
-	kick_cpu_flags(cpu, SCX_KICK_PREEMPT);
-	stat_add(GMP_STAT_WAKEUP_PREEMPT, 1);
+	tctx->resume_tick = c->tick_start;
+	woken = task_ctx(p);
+	if (woken)
+		woken->preempts = true;
 }
 
 void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
@@ -1669,9 +1754,11 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 		/*
 		 * preempt_for_wakeup() ended its slice for a woken task, which
 		 * now runs: it runs next, unless a newer wakeup holds runnext,
-		 * or it is a batch job (idle_behind()).
+		 * tasks wait in the LRQ (a wakeup that a newer one pushed out
+		 * of runnext there would wait behind it for the rest of its
+		 * slice), or it is a batch job (idle_behind()).
 		 */
-		bool next = !scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) &&
+		bool next = !scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) && !lrq_len(cpu) &&
 			    !idle_behind(p, idle_slice_ns);
 
 		runqput(p, cpu, next, GMP_WHY_PREEMPT, enq_flags);
@@ -1845,8 +1932,11 @@ void BPF_STRUCT_OPS(gmp_running, struct task_struct *p)
 			c->max_wait_ns = waited;
 		tctx->queued_at = 0;
 	}
-	if (tctx)
+	if (tctx) {
 		tctx->yielded = false;
+		tctx->preempts = false;
+		tctx->resume_tick = 0;
+	}
 	if (tctx && tctx->inherit) {
 		tctx->inherit = false; /* runnext: schedtick and slice go on */
 		ev_simple(GMP_EV_RUN, 1, bpf_get_smp_processor_id(), p->pid, -1);
@@ -1916,6 +2006,19 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(gmp_init)
 	if (err) {
 		scx_bpf_error("failed to create the global run queue: %d", err);
 		return err;
+	}
+	bpf_for(i, 0, cross_preempt_ns || wakeup_preempt_ns ? nr_cpus : 0) {
+		struct preempt_timer *t = bpf_map_lookup_elem(&preempt_timers, &i);
+
+		if (!t)
+			return -ENOENT;
+		err = bpf_timer_init(&t->timer, &preempt_timers, CLOCK_MONOTONIC);
+		if (!err)
+			err = bpf_timer_set_callback(&t->timer, preempt_timer_fn);
+		if (err) {
+			scx_bpf_error("failed to set up the preempt timer of CPU %u: %d", i, err);
+			return err;
+		}
 	}
 	if (!wakep_delay_ns)
 		return 0;

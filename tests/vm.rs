@@ -332,6 +332,22 @@ fn lifecycle(mode: &str) {
         assert!(kicks > 0 && back > 0 && back <= kicks, "{line}\n{out}");
         assert!(behind > 0, "{line}\n{out}");
     }
+    // BPF mode: beside the hogs, the sleepers are other processes, so their
+    // wakeups preempt a hog (--cross-process-preempt-us); some came when
+    // the hog had run under 250 us, and a timer was set to preempt it once
+    // it had (preempt_later()). Without that timer, none would be counted.
+    if mode == BPF {
+        let m = stats(out);
+        eprintln!(
+            "lifecycle {mode:?}: {} wakeup preemptions, {} set for later",
+            m.wakeup_preempts, m.preempt_laters
+        );
+        assert!(m.wakeup_preempts > 0, "{out}");
+        assert!(
+            m.preempt_laters > 0,
+            "no wakeup preemption set for later:\n{out}"
+        );
+    }
     // The systemd unit's command line loads it and SIGTERM unloads it.
     assert_eq!(kv(out, "unit_state"), Some("enabled"), "{out}");
     assert_eq!(kv(out, "unit_exit"), Some("0"), "{out}");
