@@ -91,7 +91,6 @@ counters! {
     released = gmp_stat_GMP_STAT_RELEASED, "" "released", "Tasks a CPU on its way offline could not run, given to the other CPUs (procresize, early): in the BPF mode to the global queue; in user mode out of its own DSQ (also after a pull that lost a race)";
     idle_places = gmp_stat_GMP_STAT_IDLE_PLACE, "" "idle-place", "Wakeups run at once on an idle CPU: user mode, without the agent (not --go-ready); BPF mode, a wakeup into another process (not --go-cross-process) and, with --ready-idle, any other that is not sync";
     wakeup_preempts = gmp_stat_GMP_STAT_WAKEUP_PREEMPT, "" "wakeup-preempt", "Wakeups that preempted the task running on their CPU: one of another process (--cross-process-preempt-us), any (--wakeup-preempt-us), or a SCHED_IDLE task";
-    preempt_laters = gmp_stat_GMP_STAT_PREEMPT_LATER, "" "preempt-later", "BPF mode: wakeups that would have preempted the task running on their CPU (wakeup-preempt) had it run long enough since it started, and set a timer to preempt it once it has";
     wakep_lates = gmp_stat_GMP_STAT_WAKEP_LATE, "" "wakep-late", "Delayed wakep()s that found the woken task still waiting and woke an idle CPU (--wakep-delay-us)";
     lock_handoffs = gmp_stat_GMP_STAT_LOCK_HANDOFF, "lock" "handoff", "User mode: wakeups from a kernel lock run next on the waker's CPU without the agent (not --go-handoff)";
     lock_refusals = gmp_stat_GMP_STAT_LOCK_REFUSED, "lock" "refused", "User mode: wakeups from a kernel lock sent to the agent instead, because their CPU had taken 61 such hand-offs since it last asked the agent for work";
@@ -99,6 +98,7 @@ counters! {
     kick_wait_us = gmp_stat_GMP_STAT_KICK_WAIT_US, "kick" "wait-us", "BPF mode: their total time from the kick to that dispatch, in microseconds (divided by answered: the mean)";
     kicks_slow = gmp_stat_GMP_STAT_KICK_SLOW, "kick" "slow", "BPF mode: of those, answered after more than 1 ms: the woken CPU's vCPU waited for a host core (an overcommitted VM), where --wakep-delay-us or --ready-idle may serve better than Go's wakep()";
     before_idle = gmp_stat_GMP_STAT_BEFORE_IDLE, "" "before-idle", "BPF mode: tasks run before the SCHED_IDLE task that the CPU's own queues would run next: the first other task of its LRQ, else the global queue's head (not with --idle-slice-us 0)";
+    preempt_laters = gmp_stat_GMP_STAT_PREEMPT_LATER, "" "preempt-later", "BPF mode: wakeups that would have preempted the task running on their CPU (wakeup-preempt) had it run long enough since it started, and set a timer to preempt it once it has";
 }
 
 impl Metrics {
