@@ -154,8 +154,10 @@ pub struct PolicyOpts {
 
     /// BPF mode: a wakeup put in a CPU's runnext preempts the task running
     /// there if that task has run this long, in microseconds, since it last
-    /// started (a shorter runner, or an exiting thread, runs on); the
-    /// preempted task runs next, within its slice. Not Go's rule: a woken
+    /// started, or once it has (a timer; a waker that sleeps first, or an
+    /// exiting thread, runs on). The woken task starts a slice of its own;
+    /// the preempted task runs next (after the LRQ, if tasks wait there),
+    /// with the rest of its own slice. Not Go's rule: a woken
     /// goroutine waits in runnext until the running one blocks or its 10 ms
     /// slice ends (or an idle P steals it), so beside CPU-bound work a timer
     /// or I/O wakeup waits up to a slice; EEVDF's wakeup preemption does not
@@ -167,8 +169,9 @@ pub struct PolicyOpts {
 
     /// --wakeup-preempt-us for a wakeup into another process: a task woken
     /// into a CPU's runnext preempts a task of another program that has run
-    /// this long there, in microseconds, since it last started (not for a
-    /// new thread, a sync wakeup or a SCHED_IDLE task). Not Go's rule: Go
+    /// this long there, in microseconds, since it last started, or, in the
+    /// BPF mode, once it has (not for a new thread, a sync wakeup or a
+    /// SCHED_IDLE task). Not Go's rule: Go
     /// orders the goroutines of one program and never preempts one for a
     /// wakeup; between two programs (a timer thread beside a compile job)
     /// that leaves the woken task up to a whole slice behind the other's.
