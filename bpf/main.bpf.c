@@ -1988,6 +1988,31 @@ void BPF_STRUCT_OPS(gmp_disable, struct task_struct *p)
 	__sync_fetch_and_sub(&nr_tasks, 1);
 }
 
+/*
+ * Set up the first @n per-CPU timers of @map, an array whose values begin
+ * with their struct bpf_timer, to call @fn. Init only.
+ */
+static __always_inline int init_cpu_timers(void *map, void *fn, u32 n)
+{
+	int err;
+	u32 i;
+
+	bpf_for(i, 0, n) {
+		struct bpf_timer *t = bpf_map_lookup_elem(map, &i);
+
+		if (!t)
+			return -ENOENT;
+		err = bpf_timer_init(t, map, CLOCK_MONOTONIC);
+		if (!err)
+			err = bpf_timer_set_callback(t, fn);
+		if (err) {
+			scx_bpf_error("failed to set up a timer of CPU %u: %d", i, err);
+			return err;
+		}
+	}
+	return 0;
+}
+
 s32 BPF_STRUCT_OPS_SLEEPABLE(gmp_init)
 {
 	s32 err;
@@ -2007,35 +2032,11 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(gmp_init)
 		scx_bpf_error("failed to create the global run queue: %d", err);
 		return err;
 	}
-	bpf_for(i, 0, cross_preempt_ns || wakeup_preempt_ns ? nr_cpus : 0) {
-		struct preempt_timer *t = bpf_map_lookup_elem(&preempt_timers, &i);
-
-		if (!t)
-			return -ENOENT;
-		err = bpf_timer_init(&t->timer, &preempt_timers, CLOCK_MONOTONIC);
-		if (!err)
-			err = bpf_timer_set_callback(&t->timer, preempt_timer_fn);
-		if (err) {
-			scx_bpf_error("failed to set up the preempt timer of CPU %u: %d", i, err);
-			return err;
-		}
-	}
-	if (!wakep_delay_ns)
-		return 0;
-	bpf_for(i, 0, nr_cpus) {
-		struct wakep_timer *t = bpf_map_lookup_elem(&wakep_timers, &i);
-
-		if (!t)
-			return -ENOENT;
-		err = bpf_timer_init(&t->timer, &wakep_timers, CLOCK_MONOTONIC);
-		if (!err)
-			err = bpf_timer_set_callback(&t->timer, wakep_timer_fn);
-		if (err) {
-			scx_bpf_error("failed to set up the wakep timer of CPU %u: %d", i, err);
-			return err;
-		}
-	}
-	return 0;
+	err = init_cpu_timers(&preempt_timers, preempt_timer_fn,
+			      cross_preempt_ns || wakeup_preempt_ns ? nr_cpus : 0);
+	if (!err && wakep_delay_ns)
+		err = init_cpu_timers(&wakep_timers, wakep_timer_fn, nr_cpus);
+	return err;
 }
 
 void BPF_STRUCT_OPS(gmp_exit, struct scx_exit_info *ei)
