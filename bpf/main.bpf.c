@@ -1641,22 +1641,24 @@ static bool preempt_later(s32 cpu, struct gmp_cpu *c, u64 ns)
 }
 
 /*
- * A wakeup, @p, was just put in @cpu's runnext by @cpu itself (an
- * interrupt, or a task that runs on). If the task running there has run for
+ * A wakeup, @p, was just put in @cpu's runnext by @cpu itself (an interrupt,
+ * or a task that runs on). If the task running there has run for
  * wakeup_preempt_ns or more since it last started (cross_preempt_ns, if it
  * belongs to another process than @p), preempt it, so that the woken task
  * runs now; the preempted task runs next (gmp_enqueue(), with
- * GMP_WHY_PREEMPT), within the same slice. A task that ran less is
- * preempted once it has run that long (preempt_later(); a waker that is
- * about to sleep, such as each side of a ping-pong, sleeps first). A task
- * that is exiting (a thread that wakes its joiner) runs on. Not Go's rule: a woken goroutine waits in runnext
- * for the running one to block or to be preempted at 10 ms. It is EEVDF's
- * wakeup preemption: by default only for a task of another process
+ * GMP_WHY_PREEMPT; after the LRQ, if tasks wait there), with the rest of its
+ * own slice (resume_tick), while the woken task starts a slice of its own
+ * (preempts). A task that ran less is preempted once it has run that long
+ * (preempt_later(); a waker that is about to sleep, such as each side of a
+ * ping-pong, sleeps first). A task that is exiting (a thread that wakes its
+ * joiner) runs on. Not Go's rule: a woken goroutine waits in runnext for the
+ * running one to block or to be preempted at 10 ms. It is EEVDF's wakeup
+ * preemption: by default only for a task of another process
  * (cross_preempt_ns: Go orders the goroutines of one program; between
  * programs a timer thread would wait a whole slice behind another's CPU
- * hog), for any task with --wakeup-preempt-us (README: "Where Linux
- * differs from Go"). A SCHED_IDLE task is preempted for any other woken
- * task, however short its run (idle_yields()).
+ * hog), for any task with --wakeup-preempt-us (README: "Where Linux differs
+ * from Go"). A SCHED_IDLE task is preempted for any other woken task,
+ * however short its run (idle_yields()).
  * Owner only.
  */
 static void preempt_for_wakeup(const struct task_struct *p, s32 cpu)
