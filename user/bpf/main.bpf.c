@@ -1985,6 +1985,15 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 	s32 own;
 
 	reset_lock_streak(cpu);
+	/*
+	 * scx_gmp: sysmon's retake looks at the held CPUs on every schedule,
+	 * whatever the queues hold. Called only once the shared DSQ was found
+	 * empty, it once never marked a CPU held for 3 s (a CI run of the
+	 * real-time hold test, under a CPU-bound load that kept that DSQ
+	 * full): until marked, no other CPU takes from the held CPU's DSQ.
+	 */
+	if (nr_held)
+		retake();
 
 	/*
 	 * Consume all tasks from the @dispatched list and immediately
@@ -2065,8 +2074,6 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 	 * a real-time task holds, run on the CPUs that look for work (each
 	 * takes one it may run).
 	 */
-	if (nr_held)
-		retake();
 	if ((nr_left || nr_held || nr_stuck) && consume_stranded(false))
 		return;
 
