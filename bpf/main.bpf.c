@@ -45,8 +45,6 @@ const volatile u64 global_max_wait_ns = (u64)GMP_GLOBAL_MAX_WAIT_MS_DFL * 1000 *
 const volatile u64 wakeup_preempt_ns = (u64)GMP_WAKEUP_PREEMPT_US_DFL * GMP_NSEC_PER_USEC;
 /* ... a task of another process (--cross-process-preempt-us); 0: off, Go's rule. */
 const volatile u64 cross_preempt_ns = (u64)GMP_CROSS_PREEMPT_US_DFL * GMP_NSEC_PER_USEC;
-/* preempt_after(): a woken task never preempts the running one. */
-#define GMP_NEVER ((u64)-1)
 const volatile u64 wakep_delay_ns = (u64)GMP_WAKEP_DELAY_US_DFL * GMP_NSEC_PER_USEC;
 /* A SCHED_IDLE task's longest slice (--idle-slice-us); 0: slice_ns, Go's rule. */
 const volatile u64 idle_slice_ns = (u64)GMP_IDLE_SLICE_US_DFL * GMP_NSEC_PER_USEC;
@@ -948,22 +946,14 @@ static bool runqget(s32 cpu, struct gmp_cpu *c)
 			continue;
 		/*
 		 * A task that preempted another program's task starts a slice
-		 * of its own; the task it preempted goes on with its own.
+		 * of its own (not inherited); the task it preempted goes on with
+		 * its own (preempt_for_wakeup()).
 		 */
-		if (tctx->preempts) {
-			scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, slice_ns);
-			if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
-				stat_add(GMP_STAT_RUNNEXT_HIT, 1);
-				ev_pick(GMP_PICK_RUNNEXT, cpu, p->pid, 1, 1, 0, -1);
-				return true;
-			}
-			continue;
-		}
 		if (tctx->resume_tick) {
 			c->tick_start = tctx->resume_tick;
 			c->retake_at = 0;
 		}
-		left = inherit_slice(c, scx_bpf_now());
+		left = tctx->preempts ? slice_ns : inherit_slice(c, scx_bpf_now());
 		if (!left) {
 			s32 pid = p->pid, len = scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) + 1;
 
@@ -984,7 +974,7 @@ static bool runqget(s32 cpu, struct gmp_cpu *c)
 			break;
 		}
 		scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, left);
-		tctx->inherit = true;
+		tctx->inherit = !tctx->preempts;
 		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
 			stat_add(GMP_STAT_RUNNEXT_HIT, 1);
 			ev_pick(GMP_PICK_RUNNEXT, cpu, p->pid, 1, 1, 0, -1);
@@ -1580,6 +1570,9 @@ static bool idle_waker(s32 cpu)
 
 	return cpu == bpf_get_smp_processor_id() && !cur->pid && !lrq_len(cpu);
 }
+
+/* preempt_after(): a woken task never preempts the running one. */
+#define GMP_NEVER ((u64)-1)
 
 /*
  * How long must @cur, running, have run since it last started before woken
