@@ -61,6 +61,16 @@ enum {
 };
 
 /*
+ * scx_gmp: added to the vtime of the agent's decision for a task from a P's
+ * local run queue, not its runnext (user/src/main.rs, dispatch_vtime()): a
+ * CPU's own DSQ is ordered by vtime, so a runnext task decided later still
+ * runs before the LRQ task committed there ahead of it, as proc.go runqget
+ * takes runnext first. Two decisions more than 2^32 apart never wait in one
+ * DSQ together.
+ */
+#define LRQ_VTIME_LAG (1ULL << 32)
+
+/*
  * Specify a target CPU for a specific PID.
  */
 struct task_cpu_arg {

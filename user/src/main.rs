@@ -41,6 +41,7 @@ use scx_stats::prelude::*;
 use scx_utils::UserExitInfo;
 
 use bpf::{BpfScheduler, DispatchedTask, QueuedTask, RL_CPU_ANY};
+use bpf_intf::LRQ_VTIME_LAG;
 use scx_gmp::bpf_intf::gmp_consts_GMP_TIMEOUT_MS as GMP_TIMEOUT_MS;
 use scx_gmp::cli::{timed_not_go, version, AgentOpts, PolicyOpts, RESTART_EXIT};
 use scx_gmp::load::{check_interval, exit_code, init_log, preflight};
@@ -90,15 +91,9 @@ const PRUNE_IDLE_EVERY_NS: u64 = 1_000_000;
 /// (README, "Where Linux differs from Go").
 const MAX_INFLIGHT: usize = 2;
 
-/// Added to the vtime of a task from a P's local run queue, not its runnext:
-/// a CPU's kernel queue is ordered by vtime, so a runnext task dispatched
-/// later still runs before the LRQ task committed there ahead of it, as
-/// proc.go runqget takes runnext first. (Two decisions more than 2^32 apart
-/// never wait in one queue together.)
-const LRQ_VTIME_LAG: u64 = 1 << 32;
-
 /// The vtime of the `seq`-th decision: a runnext task's (`ahead`) orders
-/// before every LRQ task's sent less than LRQ_VTIME_LAG decisions earlier.
+/// before every LRQ task's sent less than LRQ_VTIME_LAG (user/bpf/intf.h)
+/// decisions earlier.
 fn dispatch_vtime(seq: u64, ahead: bool) -> u64 {
     match ahead {
         true => seq,
