@@ -21,6 +21,7 @@
 #include "kick.bpf.h"
 #include "idle.bpf.h"
 #include "process.bpf.h"
+#include "timer.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -1981,31 +1982,6 @@ void BPF_STRUCT_OPS(gmp_enable, struct task_struct *p)
 void BPF_STRUCT_OPS(gmp_disable, struct task_struct *p)
 {
 	__sync_fetch_and_sub(&nr_tasks, 1);
-}
-
-/*
- * Set up the first @n per-CPU timers of @map, an array whose values begin
- * with their struct bpf_timer, to call @fn. Init only.
- */
-static __always_inline int init_cpu_timers(void *map, void *fn, u32 n)
-{
-	int err;
-	u32 i;
-
-	bpf_for(i, 0, n) {
-		struct bpf_timer *t = bpf_map_lookup_elem(map, &i);
-
-		if (!t)
-			return -ENOENT;
-		err = bpf_timer_init(t, map, CLOCK_MONOTONIC);
-		if (!err)
-			err = bpf_timer_set_callback(t, fn);
-		if (err) {
-			scx_bpf_error("failed to set up a timer of CPU %u: %d", i, err);
-			return err;
-		}
-	}
-	return 0;
 }
 
 s32 BPF_STRUCT_OPS_SLEEPABLE(gmp_init)
