@@ -291,6 +291,8 @@ struct kicked {
 	u64 left;
 	/* Not 0: the vtime it goes back with, behind a woken task (cross_preempts()). */
 	u64 behind;
+	/* The task restore_kicked() put back, until it runs again (run_started()). */
+	s32 resumed;
 };
 struct kicked kicked[MAX_CPUS];
 volatile u64 nr_agent_kicks, nr_kick_restores;
@@ -321,6 +323,15 @@ volatile u64 nr_idle_yields, nr_beside_idle;
 volatile u64 nr_ahead_of_idle;
 /* The CPU the agent runs on, or -1. */
 volatile s32 agent_cpu = -1;
+/*
+ * scx_gmp: a wakeup came for the agent while it was in a pass, so no CPU was
+ * preempted for it (kick_agent()); @agent_again[cpu]: the agent's pass on
+ * that CPU was one such a wakeup gave it (agent_again()), and
+ * @nr_agent_again counts those.
+ */
+volatile u32 agent_missed;
+u8 agent_again_on[MAX_CPUS];
+volatile u64 nr_agent_again;
 
 /* Enable NUMA-local idle CPU selection */
 const volatile bool numa_local;
@@ -928,21 +939,26 @@ static bool cancel_stale(struct task_struct *p,
 #define CROSS_VTIME_LAG 64
 
 /*
- * scx_gmp: cross_vtime - the vtime of a task that kick_agent() preempted for
- * a woken task of another process: behind every decision the agent makes
- * for its CPU in the next CROSS_VTIME_LAG, LRQ tasks' too (LRQ_VTIME_LAG).
- * The model may not send the woken task as a runnext one: when the slice it
- * would inherit from the preempted task is spent, Go's retake puts it on
- * the global queue, and a CPU takes it from there as an LRQ task. Ordered
- * before the LRQ tasks, the preempted task then ran first, for the rest of
- * its slice: in two 2-vCPU traces of cyclictest beside CPU hogs, 466 timer
- * wakeups waited over 10 ms before this change and 265 after it. As in BPF
- * mode, where such a task goes back to runnext only if its P's LRQ is empty.
- * Any CPU.
+ * scx_gmp: cross_vtime - the vtime of a task preempted for a woken task of
+ * another process: behind every decision the agent makes for its CPU in the
+ * next CROSS_VTIME_LAG after the one with @vtime (0: after its last pass),
+ * LRQ tasks' too (LRQ_VTIME_LAG). The model may not send the woken task as
+ * a runnext one: when the slice it would inherit from the preempted task is
+ * spent, Go's retake puts it on the global queue, and a CPU takes it from
+ * there as an LRQ task; a second wakeup into the same runnext displaces the
+ * first to the LRQ. Ordered before the LRQ tasks, the preempted task then
+ * ran first, for the rest of its slice: in two 2-vCPU traces of cyclictest
+ * beside CPU hogs, 466 timer wakeups waited over 10 ms before this order in
+ * kick_agent() and 265 after it, and behind the decision that preempted it
+ * (preempt_across()) a hog still went ahead of the LRQ task decided next.
+ * As in BPF mode, where such a task goes back to runnext only if its P's
+ * LRQ is empty. Any CPU.
  */
-static u64 cross_vtime(void)
+static u64 cross_vtime(u64 vtime)
 {
-	return agent_seq + LRQ_VTIME_LAG + CROSS_VTIME_LAG;
+	u64 seq = vtime >= LRQ_VTIME_LAG ? vtime - LRQ_VTIME_LAG : vtime;
+
+	return (seq > agent_seq ? seq : agent_seq) + LRQ_VTIME_LAG + CROSS_VTIME_LAG;
 }
 
 /*
@@ -966,27 +982,40 @@ static u64 idle_vtime(const struct task_struct *p, u64 vtime)
 	return vtime;
 }
 
+/* scx_gmp: cross_preempt_in() of a task that @p never goes ahead of. */
+#define CROSS_NEVER ((u64)-1)
+
 /*
- * scx_gmp: cross_preempts - does @p, woken into @cpu's runnext, go ahead of
- * @cur, the task that runs there (--cross-process-preempt-us)? Yes if @cur
- * belongs to another process, is not exiting, and has run cross_preempt_ns
- * there since it last started, and @p is not a batch job (idle_behind()).
- * Not Go's rule: a woken goroutine waits in runnext until the running one
+ * scx_gmp: cross_preempt_in - in how many ns @p, woken into @cpu's runnext,
+ * goes ahead of @cur, the task that runs there (--cross-process-preempt-us):
+ * 0 if now, CROSS_NEVER if not at all. Once @cur has run cross_preempt_ns
+ * there since it last started (run_started()), if it belongs to another
+ * process, is not exiting, and @p is not a batch job (idle_behind()). Not
+ * Go's rule: a woken goroutine waits in runnext until the running one
  * blocks or its slice ends. But Go orders the goroutines of one program;
  * between two programs (a timer thread beside a compile job) that left the
  * woken task up to a whole slice behind the other's (README, "Where Linux
- * differs from Go"). As bpf/main.bpf.c's cross_preempts(). Any CPU (@cur
+ * differs from Go"). As bpf/main.bpf.c's preempt_after(). Any CPU (@cur
  * under RCU).
  */
-static bool cross_preempts(const struct task_struct *p, const struct task_struct *cur,
-			   s32 cpu)
+static u64 cross_preempt_in(const struct task_struct *p, const struct task_struct *cur,
+			    s32 cpu)
 {
 	u32 i = cpu;
+	u64 ran;
 
 	if (!cross_preempt_ns || i >= MAX_CPUS || idle_behind(p, idle_slice_ns) ||
 	    (cur->flags & PF_EXITING) || !other_process(p, cur) || cur_pid[i] != cur->pid)
-		return false;
-	return time_delta(scx_bpf_now(), cur_start[i]) >= cross_preempt_ns;
+		return CROSS_NEVER;
+	ran = time_delta(scx_bpf_now(), cur_start[i]);
+	return ran >= cross_preempt_ns ? 0 : cross_preempt_ns - ran;
+}
+
+/* scx_gmp: cross_preempts - does @p go ahead of @cur now? Any CPU. */
+static bool cross_preempts(const struct task_struct *p, const struct task_struct *cur,
+			   s32 cpu)
+{
+	return !cross_preempt_in(p, cur, cpu);
 }
 
 /*
@@ -1030,11 +1059,17 @@ static void kick_back(const struct task_struct *cur, struct kicked *k, s32 cpu, 
 /*
  * scx_gmp: preempt_across - the agent just put @p, woken, in @cpu's own DSQ
  * with @vtime (dispatch_task()). If @p goes ahead of the task that runs
- * there (cross_preempts()), preempt that task: it comes back right behind
- * @p, with the rest of its slice (restore_kicked()). For a wakeup that
- * kick_agent() could not act on at once: the agent was running already, or
- * the task it preempted ran on before the decision came. Whether it
- * preempted. Any CPU.
+ * there (cross_preempts()), preempt that task: it comes back behind @p and
+ * the LRQ tasks decided for that CPU (cross_vtime()), with the rest of its
+ * slice (restore_kicked()). For a wakeup that kick_agent() could not act on
+ * at once: the agent was running already, or the task it preempted ran on
+ * before the decision came. If that task is preempted by kick_agent()
+ * already and has not gone back yet (a kick for @p, or for another wakeup,
+ * that did not put it behind @p), it goes back behind @p all the same: back
+ * in the CPU's local DSQ, it ran the rest of its slice ahead of @p (49 of
+ * 249 waits over 10 ms in the trace of run_started()). A race with
+ * restore_kicked() leaves it where the kick put it. Whether it preempted.
+ * Any CPU.
  */
 static bool preempt_across(const struct task_struct *p, s32 cpu, u64 vtime)
 {
@@ -1042,14 +1077,20 @@ static bool preempt_across(const struct task_struct *p, s32 cpu, u64 vtime)
 	struct kicked *k = kick_entry(cpu);
 	struct task_struct *cur;
 	bool done = false;
+	u64 in;
 
 	if (!tctx || !tctx->woken || !k)
 		return false;
 	tctx->woken = false;
 	bpf_rcu_read_lock();
 	cur = scx_bpf_cpu_curr(cpu);
-	if (may_kick(cur, k) && cross_preempts(p, cur, cpu)) {
-		kick_back(cur, k, cpu, vtime + 1);
+	in = cur ? cross_preempt_in(p, cur, cpu) : CROSS_NEVER;
+	if (!in && may_kick(cur, k)) {
+		kick_back(cur, k, cpu, cross_vtime(vtime));
+		done = true;
+	} else if (!in && k->pid == cur->pid) {
+		if (k->behind < cross_vtime(vtime))
+			k->behind = cross_vtime(vtime);
 		done = true;
 	}
 	bpf_rcu_read_unlock();
@@ -1446,6 +1487,8 @@ static void kick_agent(const struct task_struct *p, s32 cpu, bool may_cross)
 	u64 behind;
 
 	if (!agent_kick || !k || agent_cpu >= 0 || !fast_paths()) {
+		if (agent_kick && agent_cpu >= 0)
+			agent_missed = 1;
 		kick_for(p, cpu);
 		return;
 	}
@@ -1454,7 +1497,7 @@ static void kick_agent(const struct task_struct *p, s32 cpu, bool may_cross)
 	if (cur && idle_yields(cur, p, idle_slice_ns)) {
 		preempt_idle(cpu);
 	} else if (may_kick(cur, k)) {
-		behind = may_cross && cross_preempts(p, cur, cpu) ? cross_vtime() : 0;
+		behind = may_cross && cross_preempts(p, cur, cpu) ? cross_vtime(0) : 0;
 		kick_back(cur, k, cpu, behind);
 		__sync_fetch_and_add(&nr_agent_kicks, 1);
 	} else {
@@ -1523,13 +1566,14 @@ static bool restore_kicked(struct task_struct *p, s32 cpu, u64 enq_flags)
 	forget_kick(cpu);
 	if (is_stranded(p, cpu) || !left)
 		return false;
+	kicked[i].resumed = p->pid;
 	if (behind) {
 		/*
 		 * cross_preempts(): the woken task runs first. In the CPU's own
-		 * DSQ, @p orders right after the woken task's decision
-		 * (preempt_across()), or after what the agent committed there
-		 * up to CROSS_VTIME_LAG decisions after its last pass, the
-		 * woken task's decision among them (kick_agent()).
+		 * DSQ, @p orders after what the agent commits there up to
+		 * CROSS_VTIME_LAG decisions after the woken task's
+		 * (preempt_across()) or after its last pass (kick_agent()), LRQ
+		 * tasks too (cross_vtime()).
 		 */
 		scx_bpf_dsq_insert_vtime(p, cpu_to_dsq(cpu), left, behind, enq_flags);
 		__sync_fetch_and_add(&nr_cross_preempts, 1);
@@ -1996,6 +2040,31 @@ static bool release_own_dsq(s32 cpu)
 	return false;
 }
 
+/*
+ * scx_gmp: agent_again - the agent, @prev, ends a pass on @cpu: does it run
+ * another one at once? Yes if a wakeup came for it during the pass
+ * (@agent_missed) and is still in the ring, unread: kick_agent() preempts
+ * no CPU for the agent while it runs, so the pass, which had read the ring
+ * already, ended without it, and it waited until some CPU's task stopped or
+ * ended its slice (44 of the 249 waits over 10 ms in the trace of
+ * run_started() came so). At most one such pass in a row on a CPU, so that
+ * the agent cannot starve the tasks queued there (the dispatch below).
+ * Owner only.
+ */
+static bool agent_again(s32 cpu, const struct task_struct *prev)
+{
+	u32 i = cpu;
+	bool again;
+
+	if (i >= MAX_CPUS)
+		return false;
+	again = prev && is_usersched_task(prev) && !agent_again_on[i] && is_queued(prev) &&
+		__sync_fetch_and_and(&agent_missed, 0) &&
+		bpf_ringbuf_query(&queued, BPF_RB_AVAIL_DATA) > 0;
+	agent_again_on[i] = again;
+	return again;
+}
+
 void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 {
 	s32 own;
@@ -2020,6 +2089,13 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 					 handle_dispatched_task, NULL, BPF_RB_NO_WAKEUP);
 	if (ret)
 		dbg_msg("User ringbuf drain error: %d", ret);
+
+	/* scx_gmp: a wakeup the agent's pass missed gets it another one. */
+	if (agent_again(cpu, prev)) {
+		scx_bpf_task_set_slice(prev, slice_ns);
+		__sync_fetch_and_add(&nr_agent_again, 1);
+		return;
+	}
 
 	/*
 	 * scx_gmp: runnext first (proc.go runqget). A task woken since the
@@ -2154,14 +2230,28 @@ void BPF_STRUCT_OPS(rustland_runnable, struct task_struct *p, u64 enq_flags)
 	tctx->exec_runtime = 0;
 }
 
-/* scx_gmp: @p starts on @cpu at @start (cur_pid). Owner only. */
+/*
+ * scx_gmp: run_started - @p starts on @cpu at @start (cur_pid). A task that
+ * comes back from a kick_agent() preemption with nothing but the agent run
+ * in between (restore_kicked()) keeps its first start: to the agent its run
+ * went on (rustland_stopping() ends no run for it), and so it does to
+ * cross_preempts(), as in BPF mode, where no agent preempts it. With a new
+ * start at each return, a CPU hog that the agent's passes kept preempting
+ * looked fresh: in a 2-vCPU trace of cyclictest beside CPU hogs, 71 of 249
+ * timer wakeups that waited over 10 ms had their decision reach a hog that
+ * had run under 250 us since it last started, and waited for its slice.
+ * Owner only.
+ */
 static void run_started(const struct task_struct *p, s32 cpu, u64 start)
 {
+	struct kicked *k = kick_entry(cpu);
 	u32 i = cpu;
 
-	if (i >= MAX_CPUS)
+	if (i >= MAX_CPUS || !k)
 		return;
-	cur_start[i] = start;
+	if (k->resumed != p->pid || cur_pid[i] != p->pid)
+		cur_start[i] = start;
+	k->resumed = 0;
 	__sync_lock_test_and_set(&cur_pid[i], p->pid);
 }
 

@@ -948,7 +948,7 @@ impl<'a> Agent<'a> {
         log::info!(
             "CPU hotplug events: {} seen by the BPF layer, {} applied; stuck CPUs: {}; \
              tasks a CPU moved out of its own DSQ: {}; agent runs ahead of a CPU's DSQ: {}; \
-             passes cut short (agent put back in a pass): {}; \
+             passes again for a wakeup a pass missed: {}; passes cut short (agent put back in a pass): {}; \
              tasks preempted for the agent: {} ({} back with their slice); \
              tasks preempted for a woken task of another process: {}; \
              SCHED_IDLE tasks preempted: {} ({} for a wakeup without the agent); \
@@ -960,6 +960,8 @@ impl<'a> Agent<'a> {
             unsafe { std::ptr::read_volatile(&bss.nr_released) },
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_agent_first) },
+            // SAFETY: as in `cpu_hotplugs`.
+            unsafe { std::ptr::read_volatile(&bss.nr_agent_again) },
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_agent_cut) },
             // SAFETY: as in `cpu_hotplugs`.
