@@ -93,9 +93,11 @@ pub struct PolicyOpts {
     /// default one of a task that may run on one CPU only, or one that goes
     /// ahead of another process's task (--cross-process-preempt-us),
     /// preempts the task on its CPU for the agent's pass, and that task
-    /// then runs on with the rest of its slice: Go decides where a woken
-    /// goroutine goes in the waker's ready(), at once; waiting for the agent
-    /// added up to a slice to each wakeup beside CPU-bound work.
+    /// then runs on with the rest of its slice; if the agent is in a pass
+    /// already, it runs another one right after, for a wakeup that pass
+    /// had not read. Go decides where a woken goroutine goes in the waker's
+    /// ready(), at once; waiting for the agent added up to a slice to each
+    /// wakeup beside CPU-bound work.
     #[arg(long, global = true)]
     pub lazy_agent: bool,
 
@@ -169,15 +171,17 @@ pub struct PolicyOpts {
 
     /// --wakeup-preempt-us for a wakeup into another process: a task woken
     /// into a CPU's runnext preempts a task of another program that has run
-    /// this long there, in microseconds, since it last started, or, in the
-    /// BPF mode, once it has (not for a new thread, a sync wakeup or a
-    /// SCHED_IDLE task). Not Go's rule: Go
+    /// this long there, in microseconds, since it last started, or once it
+    /// has (not for a new thread, a sync wakeup or a SCHED_IDLE task; in
+    /// user mode a preemption for the agent's pass does not count as a
+    /// start). Not Go's rule: Go
     /// orders the goroutines of one program and never preempts one for a
     /// wakeup; between two programs (a timer thread beside a compile job)
     /// that leaves the woken task up to a whole slice behind the other's.
     /// Within one process, Go's rule. In user mode the preempted task runs
-    /// on right after the woken one (with --lazy-agent, only once the
-    /// agent's decision reaches the CPU). 0: Go's rule everywhere.
+    /// on after the woken one and the LRQ tasks decided for its CPU (with
+    /// --lazy-agent, only once the agent's decision reaches the CPU). 0:
+    /// Go's rule everywhere.
     #[arg(long, global = true, default_value_t = gmp_defaults_GMP_CROSS_PREEMPT_US_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub cross_process_preempt_us: u64,
 

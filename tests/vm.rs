@@ -324,13 +324,17 @@ fn lifecycle(mode: &str) {
         // pass (kick_agent), and those tasks came back with their slice
         // without the agent (restore_kicked). The sleepers are other
         // processes than the hogs, so by default some hogs went back behind
-        // a woken sleeper instead (--cross-process-preempt-us).
-        let (kicks, back, behind) = agent_kicks(line);
+        // a woken sleeper instead (--cross-process-preempt-us). Some of
+        // those decisions reached a hog that had run under 250 us, and a
+        // timer was set to preempt it once it had (preempt_later()), as in
+        // BPF mode below. Without that timer, none would be counted.
+        let (kicks, back, behind, later) = agent_kicks(line);
         eprintln!(
-            "lifecycle {mode:?}: {kicks} tasks preempted for the agent, {back} back, {behind} behind a wakeup"
+            "lifecycle {mode:?}: {kicks} tasks preempted for the agent, {back} back, {behind} behind a wakeup, {later} set for later"
         );
         assert!(kicks > 0 && back > 0 && back <= kicks, "{line}\n{out}");
         assert!(behind > 0, "{line}\n{out}");
+        assert!(later > 0, "no preemption set for later:\n{line}\n{out}");
     }
     // BPF mode: beside the hogs, the sleepers are other processes, so their
     // wakeups preempt a hog (--cross-process-preempt-us); some came when
@@ -377,12 +381,13 @@ fn numbers_after(text: &str, marker: &str, n: usize) -> Vec<u64> {
 
 /// From user mode's last log line: the tasks preempted for the agent,
 /// those that came back with their slice ahead of the agent's decisions,
-/// and the tasks that went back behind a woken task of another process
-/// (cross_preempts()).
-fn agent_kicks(line: &str) -> (u64, u64, u64) {
+/// the tasks that went back behind a woken task of another process
+/// (cross_preempts()), and the timers set to preempt one later
+/// (preempt_later()).
+fn agent_kicks(line: &str) -> (u64, u64, u64, u64) {
     let n = numbers_after(line, "tasks preempted for the agent: ", 2);
-    let behind = numbers_after(line, "for a woken task of another process: ", 1);
-    (n[0], n[1], behind[0])
+    let behind = numbers_after(line, "for a woken task of another process: ", 2);
+    (n[0], n[1], behind[0], behind[1])
 }
 
 /// From user mode's last log line: the SCHED_IDLE tasks preempted for a

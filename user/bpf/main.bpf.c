@@ -52,6 +52,7 @@
 #include "../../bpf/kick.bpf.h"
 #include "../../bpf/idle.bpf.h"
 #include "../../bpf/process.bpf.h"
+#include "../../bpf/timer.bpf.h"
 
 /* The kernel's values (include/linux/sched.h, sched/prio.h, sched/ext.c). */
 #define TASK_RUNNING	0
@@ -462,6 +463,27 @@ struct {
 	__type(key, u32);
 	__type(value, struct usersched_timer);
 } usersched_timer SEC(".maps");
+
+/*
+ * scx_gmp: per CPU, a preemption across processes due later
+ * (preempt_later()): the run it preempts (@pid and @run_start, as
+ * @cur_pid and @cur_start have it) and the vtime that task goes back with
+ * (@behind). @nr_preempt_later counts the ones armed.
+ */
+struct preempt_timer {
+	struct bpf_timer timer;
+	u32 pid;
+	u64 run_start;
+	u64 behind;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_CPUS);
+	__type(key, u32);
+	__type(value, struct preempt_timer);
+} preempt_timers SEC(".maps");
+volatile u64 nr_preempt_later;
 
 /*
  * Time period of the scheduler heartbeat, used to periodically kick the
@@ -1057,6 +1079,68 @@ static void kick_back(const struct task_struct *cur, struct kicked *k, s32 cpu, 
 }
 
 /*
+ * scx_gmp: a preemption that preempt_later() armed falls due: preempt the
+ * task it was armed for if that run still goes on, as preempt_across()
+ * would have (kick_back()), or, if kick_agent() preempted it already, let it
+ * go back behind the woken task all the same. Timer only.
+ */
+static int preempt_timer_fn(void *map, int *key, struct preempt_timer *t)
+{
+	struct kicked *k = kick_entry(*key);
+	u32 i = *key;
+	struct task_struct *cur;
+
+	if (!k || i >= MAX_CPUS)
+		return 0;
+	bpf_rcu_read_lock();
+	cur = scx_bpf_cpu_curr(i);
+	if (cur && t->pid && cur->pid == t->pid && cur_pid[i] == t->pid &&
+	    cur_start[i] == t->run_start) {
+		if (may_kick(cur, k))
+			kick_back(cur, k, i, t->behind);
+		else if (k->pid == cur->pid && k->behind < t->behind)
+			k->behind = t->behind;
+	}
+	bpf_rcu_read_unlock();
+	t->pid = 0;
+	return 0;
+}
+
+/*
+ * scx_gmp: preempt_later - preempt @cur, which runs on @cpu, in @ns, unless
+ * its run ends first; it goes back with the vtime @behind. For a decision
+ * that reaches a task of another process before it has run
+ * cross_preempt_ns (cross_preempt_in()): without it the woken task waited
+ * for the rest of that task's slice, as in BPF mode before its own
+ * preempt_later(). One timer per CPU: armed already for the same run, it
+ * keeps its time and takes the later @behind. Any CPU (@cur under RCU); a
+ * race between two arms loses at most one of them.
+ */
+static void preempt_later(const struct task_struct *cur, s32 cpu, u64 ns, u64 behind)
+{
+	struct preempt_timer *t;
+	u32 i = cpu;
+
+	if (i >= MAX_CPUS)
+		return;
+	t = bpf_map_lookup_elem(&preempt_timers, &i);
+	if (!t)
+		return;
+	if (t->pid == cur->pid && t->run_start == cur_start[i]) {
+		if (t->behind < behind)
+			t->behind = behind;
+		return;
+	}
+	t->pid = cur->pid;
+	t->run_start = cur_start[i];
+	t->behind = behind;
+	if (bpf_timer_start(&t->timer, ns, 0))
+		t->pid = 0;
+	else
+		__sync_fetch_and_add(&nr_preempt_later, 1);
+}
+
+/*
  * scx_gmp: preempt_across - the agent just put @p, woken, in @cpu's own DSQ
  * with @vtime (dispatch_task()). If @p goes ahead of the task that runs
  * there (cross_preempts()), preempt that task: it comes back behind @p and
@@ -1092,6 +1176,8 @@ static bool preempt_across(const struct task_struct *p, s32 cpu, u64 vtime)
 		if (k->behind < cross_vtime(vtime))
 			k->behind = cross_vtime(vtime);
 		done = true;
+	} else if (in != CROSS_NEVER) {
+		preempt_later(cur, cpu, in, cross_vtime(vtime));
 	}
 	bpf_rcu_read_unlock();
 	return done;
@@ -2724,7 +2810,9 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(rustland_init)
 	if (err)
 		return err;
 
-	return 0;
+	/* scx_gmp: the timers of preempt_later(). */
+	return init_cpu_timers(&preempt_timers, preempt_timer_fn,
+			       cross_preempt_ns ? nr_cpu_ids : 0);
 }
 
 /*

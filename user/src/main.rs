@@ -950,7 +950,7 @@ impl<'a> Agent<'a> {
              tasks a CPU moved out of its own DSQ: {}; agent runs ahead of a CPU's DSQ: {}; \
              passes again for a wakeup a pass missed: {}; passes cut short (agent put back in a pass): {}; \
              tasks preempted for the agent: {} ({} back with their slice); \
-             tasks preempted for a woken task of another process: {}; \
+             tasks preempted for a woken task of another process: {} ({} timers set for later); \
              SCHED_IDLE tasks preempted: {} ({} for a wakeup without the agent); \
              wakeups run ahead of the SCHED_IDLE tasks committed to an idle CPU: {}",
             hotplug_count(&self.bpf),
@@ -970,6 +970,8 @@ impl<'a> Agent<'a> {
             unsafe { std::ptr::read_volatile(&bss.nr_kick_restores) },
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_cross_preempts) },
+            // SAFETY: as in `cpu_hotplugs`.
+            unsafe { std::ptr::read_volatile(&bss.nr_preempt_later) },
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_idle_yields) },
             // SAFETY: as in `cpu_hotplugs`.
