@@ -325,10 +325,10 @@ volatile u64 nr_ahead_of_idle;
 /* The CPU the agent runs on, or -1. */
 volatile s32 agent_cpu = -1;
 /*
- * scx_gmp: a wakeup came for the agent while it was in a pass, so no CPU was
- * preempted for it (kick_agent()); @agent_again[cpu]: the agent's pass on
- * that CPU was one such a wakeup gave it (agent_again()), and
- * @nr_agent_again counts those.
+ * scx_gmp: @agent_missed: a wakeup came for the agent while it was in a
+ * pass, so no CPU was preempted for it (kick_agent()). @agent_again_on[cpu]:
+ * the agent's last pass on that CPU was one such a wakeup gave it
+ * (agent_again()); @nr_agent_again counts those.
  */
 volatile u32 agent_missed;
 u8 agent_again_on[MAX_CPUS];
