@@ -1079,10 +1079,29 @@ static void kick_back(const struct task_struct *cur, struct kicked *k, s32 cpu, 
 }
 
 /*
- * scx_gmp: a preemption that preempt_later() armed falls due: preempt the
- * task it was armed for if that run still goes on, as preempt_across()
- * would have (kick_back()), or, if kick_agent() preempted it already, let it
- * go back behind the woken task all the same. Timer only.
+ * scx_gmp: go_behind - a woken task goes ahead of @cur, which runs on @cpu
+ * (@k its entry): preempt @cur to come back with the vtime @behind
+ * (kick_back()), or, if kick_agent() preempted it already and it is not
+ * back yet, let it come back no earlier than @behind. Whether it did
+ * either. Any CPU (@cur under RCU).
+ */
+static bool go_behind(const struct task_struct *cur, struct kicked *k, s32 cpu, u64 behind)
+{
+	if (may_kick(cur, k)) {
+		kick_back(cur, k, cpu, behind);
+		return true;
+	}
+	if (k->pid != cur->pid)
+		return false;
+	if (k->behind < behind)
+		k->behind = behind;
+	return true;
+}
+
+/*
+ * scx_gmp: a preemption that preempt_later() armed falls due: the task it
+ * was armed for goes behind the woken task (go_behind()) if that run still
+ * goes on. Timer only.
  */
 static int preempt_timer_fn(void *map, int *key, struct preempt_timer *t)
 {
@@ -1095,12 +1114,8 @@ static int preempt_timer_fn(void *map, int *key, struct preempt_timer *t)
 	bpf_rcu_read_lock();
 	cur = scx_bpf_cpu_curr(i);
 	if (cur && t->pid && cur->pid == t->pid && cur_pid[i] == t->pid &&
-	    cur_start[i] == t->run_start) {
-		if (may_kick(cur, k))
-			kick_back(cur, k, i, t->behind);
-		else if (k->pid == cur->pid && k->behind < t->behind)
-			k->behind = t->behind;
-	}
+	    cur_start[i] == t->run_start)
+		go_behind(cur, k, i, t->behind);
 	bpf_rcu_read_unlock();
 	t->pid = 0;
 	return 0;
@@ -1169,16 +1184,10 @@ static bool preempt_across(const struct task_struct *p, s32 cpu, u64 vtime)
 	bpf_rcu_read_lock();
 	cur = scx_bpf_cpu_curr(cpu);
 	in = cur ? cross_preempt_in(p, cur, cpu) : CROSS_NEVER;
-	if (!in && may_kick(cur, k)) {
-		kick_back(cur, k, cpu, cross_vtime(vtime));
-		done = true;
-	} else if (!in && k->pid == cur->pid) {
-		if (k->behind < cross_vtime(vtime))
-			k->behind = cross_vtime(vtime);
-		done = true;
-	} else if (in != CROSS_NEVER) {
+	if (!in)
+		done = go_behind(cur, k, cpu, cross_vtime(vtime));
+	else if (in != CROSS_NEVER)
 		preempt_later(cur, cpu, in, cross_vtime(vtime));
-	}
 	bpf_rcu_read_unlock();
 	return done;
 }
