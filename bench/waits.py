@@ -2,6 +2,7 @@
 """How long wakeups waited to run, from an ftrace text trace (bench/waits.sh).
 
 Usage: bench/waits.py TRACE [--comm NAME] [--over-ms MS] [--show N] [--stranded-ms MS]
+                      [--batch NAME [--batch-max-ms MS]] [--idle-beside NAME]
 
 For every sched_wakeup of a task whose comm starts with NAME (default
 gmp-load), the wait is the time from that wakeup to the sched_switch that
@@ -22,6 +23,12 @@ the time within the wait that the CPU which finally ran the task spent
 running the batch job. It prints how many wakeups the batch job delayed,
 their p99 and the longest, and with --batch-max-ms MS exits 1 if any was
 delayed longer than MS (issue 12's bound: one slice).
+
+With --idle-beside NAME it also says how long CPUs idled while a task whose
+comm starts with NAME was runnable but not running (preempted, and not yet
+back on a CPU): work left waiting beside an idle CPU, in ms per second of
+the trace, summed over the CPUs. For CPU hogs, which never sleep, that is
+all the idle time while some hog waits.
 """
 import argparse
 import bisect
@@ -138,6 +145,28 @@ def stranded(events, ws, over_ms):
     return out
 
 
+def idle_beside(events, name):
+    """CPU-seconds idled while a task named `name`* was preempted and not
+    yet back on a CPU, and the trace's length in s."""
+    idle, waiting, total, last = set(), set(), 0.0, None
+    for ts, cpu, ev, rest, _ in events:
+        if ev != "sched_switch":
+            continue
+        if last is not None and waiting:
+            total += (ts - last) * len(idle)
+        last = ts
+        d = dict(FIELDS.findall(rest))
+        if d["prev_comm"].startswith(name) and d["prev_state"].startswith("R"):
+            waiting.add(d["prev_pid"])
+        waiting.discard(d["next_pid"])
+        if d["next_pid"] == "0":
+            idle.add(cpu)
+        else:
+            idle.discard(cpu)
+    span = events[-1][0] - events[0][0] if events else 0.0
+    return total, span
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
@@ -147,6 +176,7 @@ def main(argv):
     ap.add_argument("--stranded-ms", type=float)
     ap.add_argument("--batch")
     ap.add_argument("--batch-max-ms", type=float)
+    ap.add_argument("--idle-beside")
     a = ap.parse_args(argv)
     if a.batch_max_ms is not None and a.batch is None:
         ap.error("--batch-max-ms needs --batch")
@@ -176,6 +206,10 @@ def main(argv):
             elif ev not in ("sched_wakeup", "sched_waking") or rest.startswith("comm=" + a.comm):
                 print(f"  {ts:.6f} [{c}] {comm}: {ev}: {rest}")
     rc = 0
+    if a.idle_beside is not None:
+        idle, span = idle_beside(events, a.idle_beside)
+        per_s = idle / span * 1000 if span else 0.0
+        print(f"idle beside a waiting {a.idle_beside}*: {per_s:.0f} ms per s over {span:.2f} s")
     if a.batch is not None:
         ds = batch_delays(events, ws, a.batch)
         hit = sorted(d for d in ds if d[0] > 0)

@@ -315,6 +315,51 @@ fn waits_measures_the_delay_a_batch_job_caused() {
     assert_eq!(code, Some(0), "{text}");
 }
 
+/// bench/waits.py --idle-beside sums the time CPUs idled while a task of
+/// that name was preempted and not yet back on a CPU, and not the time
+/// they idled while every such task ran or slept.
+#[test]
+fn waits_measures_idle_cpus_beside_a_waiting_hog() {
+    let dir = scratch_dir("waits-idle-beside");
+    let path = dir.join("idle.txt");
+    let idle = ("swapper/1", 0);
+    let preempted = |line: String| line.replace("prev_state=S", "prev_state=R");
+    // Hog 21 is preempted on CPU 1, which idles 10 ms until hog 20 takes
+    // its place on CPU 0 (20 preempted), and 10 ms more until CPU 1 runs
+    // 20: 20 ms idle beside a waiting hog. Then 20 sleeps and CPU 1 idles
+    // 10 ms beside no waiting hog. 1.01 s in all.
+    let trace = [
+        switch_line("0.990000", 0, ("gmp-load", 11), ("stress-ng-cpu", 20)),
+        preempted(switch_line("1.000000", 1, ("stress-ng-cpu", 21), idle)),
+        preempted(switch_line(
+            "1.010000",
+            0,
+            ("stress-ng-cpu", 20),
+            ("stress-ng-cpu", 21),
+        )),
+        switch_line("1.020000", 1, idle, ("stress-ng-cpu", 20)),
+        switch_line("1.990000", 1, ("stress-ng-cpu", 20), idle),
+        wakeup_line("1.995000", 12),
+        switch_line("2.000000", 1, idle, ("gmp-load", 12)),
+    ]
+    .concat();
+    std::fs::write(&path, format!("# tracer: nop\n{trace}")).unwrap();
+    let out = python(
+        "bench/waits.py",
+        &[
+            path.as_os_str(),
+            OsStr::new("--idle-beside"),
+            OsStr::new("stress-ng"),
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("idle beside a waiting stress-ng*: 20 ms per s over 1.01 s"),
+        "{text}"
+    );
+}
+
 /// bench/run and bench/batch-delay explain every option on --help (and
 /// -h), on stdout, with exit code 0, before they build or boot anything.
 #[test]
