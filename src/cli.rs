@@ -101,6 +101,17 @@ pub struct PolicyOpts {
     #[arg(long, global = true)]
     pub lazy_agent: bool,
 
+    /// User mode: a CPU about to idle, with nothing from the agent, takes
+    /// a task the agent has sent to a busy CPU's queue (its next task, sent
+    /// while the one before it runs), as a Go P with nothing to do steals
+    /// from a busy P's queue. By default such a task waits for its CPU, as
+    /// in scx_rustland: beside two CPU hogs on two CPUs, one CPU then ran
+    /// both by turns while the other idled (115 to 248 ms a second in a
+    /// trace), but with the steal the ping-pong beside SCHED_IDLE hogs and
+    /// cyclictest's median lost in bench/.
+    #[arg(long, global = true)]
+    pub steal_committed: bool,
+
     /// BPF mode: call wakep() on every wakeup, as Go's ready() does. By
     /// default a wakeup that an idle CPU's own interrupt (a timer, a device)
     /// puts in that CPU's runnext, with nothing else queued there, wakes no

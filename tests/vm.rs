@@ -328,9 +328,9 @@ fn lifecycle(mode: &str) {
         // those decisions reached a hog that had run under 250 us, and a
         // timer was set to preempt it once it had (preempt_later()), as in
         // BPF mode below. Without that timer, none would be counted.
-        let (kicks, back, behind, later) = agent_kicks(line);
+        let (kicks, back, behind, later, returned) = agent_kicks(line);
         eprintln!(
-            "lifecycle {mode:?}: {kicks} tasks preempted for the agent, {back} back, {behind} behind a wakeup, {later} set for later"
+            "lifecycle {mode:?}: {kicks} tasks preempted for the agent, {back} back, {behind} behind a wakeup, {later} set for later, {returned} as they came back"
         );
         assert!(kicks > 0 && back > 0 && back <= kicks, "{line}\n{out}");
         assert!(behind > 0, "{line}\n{out}");
@@ -382,12 +382,13 @@ fn numbers_after(text: &str, marker: &str, n: usize) -> Vec<u64> {
 /// From user mode's last log line: the tasks preempted for the agent,
 /// those that came back with their slice ahead of the agent's decisions,
 /// the tasks that went back behind a woken task of another process
-/// (cross_preempts()), and the timers set to preempt one later
-/// (preempt_later()).
-fn agent_kicks(line: &str) -> (u64, u64, u64, u64) {
+/// (cross_preempts()), the timers set to preempt one later
+/// (preempt_later()), and those preempted as they came back from the
+/// agent's pass (behind_on_return()).
+fn agent_kicks(line: &str) -> (u64, u64, u64, u64, u64) {
     let n = numbers_after(line, "tasks preempted for the agent: ", 2);
-    let behind = numbers_after(line, "for a woken task of another process: ", 2);
-    (n[0], n[1], behind[0], behind[1])
+    let behind = numbers_after(line, "for a woken task of another process: ", 3);
+    (n[0], n[1], behind[0], behind[1], behind[2])
 }
 
 /// From user mode's last log line: the SCHED_IDLE tasks preempted for a

@@ -205,6 +205,13 @@ static void count_take(s32 cpu)
 volatile u64 nr_released;
 
 /*
+ * scx_gmp: tasks a CPU about to idle took from the DSQ of a CPU busy with
+ * another task (steal_committed()).
+ */
+const volatile bool steal_committed_on;
+volatile u64 nr_committed_steals;
+
+/*
  * scx_gmp: times a CPU ran the agent ahead of its own DSQ, for tasks woken
  * since the agent last ran (rustland_dispatch()).
  */
@@ -294,9 +301,15 @@ struct kicked {
 	u64 behind;
 	/* The task restore_kicked() put back, until it runs again (run_started()). */
 	s32 resumed;
+	/*
+	 * That task, if a woken one goes ahead of it before it runs again,
+	 * and the vtime it goes behind with then (behind_on_return()).
+	 */
+	s32 due_pid;
+	u64 due_behind;
 };
 struct kicked kicked[MAX_CPUS];
-volatile u64 nr_agent_kicks, nr_kick_restores;
+volatile u64 nr_agent_kicks, nr_kick_restores, nr_behind_on_return;
 
 /*
  * scx_gmp: a task woken into a CPU's runnext goes ahead of a task of
@@ -1156,6 +1169,58 @@ static void preempt_later(const struct task_struct *cur, s32 cpu, u64 ns, u64 be
 }
 
 /*
+ * scx_gmp: behind_resumed - a decision for @p, woken, reaches @cpu (@k its
+ * entry) while the task that restore_kicked() put back in the CPU's local
+ * DSQ waits there for the agent's pass (or another task) to end: the agent
+ * runs on @cpu, or has just stopped. A kick now would preempt the agent, not
+ * that task, which then ran ahead of @p for the rest of its slice: in a
+ * 2-vCPU trace of cyclictest beside CPU hogs, the largest group left of the
+ * timer waits over 10 ms (docs/benchmarks.md). So if @p goes ahead of it
+ * (cross_preempts()), it goes behind @p, with the vtime @behind, as soon as
+ * it runs again (behind_on_return()); if it will in a while, a timer
+ * preempts it then (preempt_later()). A race with its return loses this
+ * once. Any CPU.
+ */
+static void behind_resumed(const struct task_struct *p, struct kicked *k, s32 cpu, u64 behind)
+{
+	struct task_struct *r = bpf_task_from_pid(k->resumed);
+	u64 in;
+
+	if (!r)
+		return;
+	in = cross_preempt_in(p, r, cpu);
+	if (!in) {
+		if (k->due_pid != r->pid || k->due_behind < behind)
+			k->due_behind = behind;
+		k->due_pid = r->pid;
+	} else if (in != CROSS_NEVER) {
+		preempt_later(r, cpu, in, behind);
+	}
+	bpf_task_release(r);
+}
+
+/*
+ * scx_gmp: behind_on_return - @p, back from restore_kicked(), starts on @cpu:
+ * if a woken task went ahead of it meanwhile (behind_resumed()), preempt it
+ * at once, to come back behind that task (kick_back()). Owner only, in
+ * running().
+ */
+static void behind_on_return(const struct task_struct *p, s32 cpu)
+{
+	struct kicked *k = kick_entry(cpu);
+	u64 behind;
+
+	if (!k || !k->due_pid)
+		return;
+	behind = k->due_behind;
+	if (k->due_pid == p->pid && k->resumed == p->pid && p->scx.slice) {
+		kick_back(p, k, cpu, behind);
+		__sync_fetch_and_add(&nr_behind_on_return, 1);
+	}
+	k->due_pid = 0;
+}
+
+/*
  * scx_gmp: preempt_across - the agent just put @p, woken, in @cpu's own DSQ
  * with @vtime (dispatch_task()). If @p goes ahead of the task that runs
  * there (cross_preempts()), preempt that task: it comes back behind @p and
@@ -1183,6 +1248,11 @@ static bool preempt_across(const struct task_struct *p, s32 cpu, u64 vtime)
 	tctx->woken = false;
 	bpf_rcu_read_lock();
 	cur = scx_bpf_cpu_curr(cpu);
+	if (cur && k->resumed && cur->pid != k->resumed) {
+		bpf_rcu_read_unlock();
+		behind_resumed(p, k, cpu, cross_vtime(vtime));
+		return false;
+	}
 	in = cur ? cross_preempt_in(p, cur, cpu) : CROSS_NEVER;
 	if (!in)
 		done = go_behind(cur, k, cpu, cross_vtime(vtime));
@@ -2136,6 +2206,48 @@ static bool release_own_dsq(s32 cpu)
 }
 
 /*
+ * scx_gmp: steal_committed - this CPU has nothing to run, and neither has
+ * the agent: take the first task it may run from the DSQ of another CPU
+ * that runs a task other than the agent (Go's stealWork, for the tasks the
+ * agent has committed to a CPU already). The model steals from the queues
+ * it holds, but a CPU's next task, sent to its DSQ (MAX_INFLIGHT), waited
+ * there for the task ahead of it: in a 2-vCPU trace of cyclictest beside
+ * two CPU hogs, one CPU ran both hogs by turns while the other idled, 115
+ * to 248 ms a second (docs/benchmarks.md). The agent learns where the task
+ * ran from the run records, as for any task. Only with --steal-committed. Owner
+ * only, in dispatch().
+ */
+static bool steal_committed(s32 cpu)
+{
+	struct task_struct *p, *cur;
+	bool busy;
+	u32 v;
+
+	if (!steal_committed_on)
+		return false;
+	bpf_for(v, 0, nr_cpu_ids) {
+		if (v >= MAX_CPUS || v == cpu || cpu_offline[v] ||
+		    !scx_bpf_dsq_nr_queued(cpu_to_dsq(v)))
+			continue;
+		bpf_rcu_read_lock();
+		cur = scx_bpf_cpu_curr(v);
+		busy = cur && cur->pid && !is_usersched_task(cur) && cur_pid[v] == cur->pid;
+		bpf_rcu_read_unlock();
+		if (!busy)
+			continue;
+		bpf_for_each(scx_dsq, p, cpu_to_dsq(v), 0) {
+			if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr) || p->migration_disabled)
+				continue;
+			if (!scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
+				continue;
+			__sync_fetch_and_add(&nr_committed_steals, 1);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
  * scx_gmp: agent_again - the agent, @prev, ends a pass on @cpu: does it run
  * another one at once? Yes if a wakeup came for it during the pass
  * (@agent_missed) and is still in the ring, unread: kick_agent() preempts
@@ -2308,7 +2420,11 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 	    (!is_usersched_task(prev) || usersched_has_pending_tasks())) {
 		forget_kick(cpu);
 		scx_bpf_task_set_slice(prev, idle_slice(prev, slice_ns, idle_slice_ns));
+		return;
 	}
+
+	/* scx_gmp: about to idle: a task committed to a busy CPU runs here. */
+	steal_committed(cpu);
 }
 
 void BPF_STRUCT_OPS(rustland_runnable, struct task_struct *p, u64 enq_flags)
@@ -2404,6 +2520,7 @@ void BPF_STRUCT_OPS(rustland_running, struct task_struct *p)
 	if (!tctx)
 		return;
 	tctx->start_ts = scx_bpf_now();
+	behind_on_return(p, cpu);
 	run_started(p, cpu, tctx->start_ts);
 }
 

@@ -224,6 +224,7 @@ impl<'cb> BpfScheduler<'cb> {
         lock_streak_max: u32,
         agent_kick: bool,
         cross_preempt_ns: u64,
+        steal_committed: bool,
         name: &str,
     ) -> Result<Self> {
         let shutdown = Arc::new(AtomicBool::new(false));
@@ -284,6 +285,7 @@ impl<'cb> BpfScheduler<'cb> {
         skel.maps.rodata_data.as_mut().unwrap().lock_streak_max = lock_streak_max;
         skel.maps.rodata_data.as_mut().unwrap().agent_kick = agent_kick;
         skel.maps.rodata_data.as_mut().unwrap().cross_preempt_ns = cross_preempt_ns;
+        skel.maps.rodata_data.as_mut().unwrap().steal_committed_on = steal_committed;
         let _ = Self::set_scx_ops_name(&mut skel.struct_ops.rustland_mut().name, name);
 
         let mut skel = scx_ops_load!(skel, rustland, uei)?;

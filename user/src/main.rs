@@ -434,6 +434,7 @@ impl<'a> Agent<'a> {
             agent.lock_streak_max(), // lock hand-offs per CPU between two dispatch() calls
             agent_kick,    // a wakeup for the agent preempts its CPU's task for the agent
             cross_preempt_ns, // a wakeup goes ahead of another process's task that ran this long
+            policy.steal_committed, // a CPU about to idle takes a task committed to a busy one
             "gmp_user",
         )?;
         // As the BPF mode's line: the options that are not Go's, when set.
@@ -947,10 +948,10 @@ impl<'a> Agent<'a> {
         log::debug!("dispatches per CPU {:?}", self.per_cpu);
         log::info!(
             "CPU hotplug events: {} seen by the BPF layer, {} applied; stuck CPUs: {}; \
-             tasks a CPU moved out of its own DSQ: {}; agent runs ahead of a CPU's DSQ: {}; \
+             tasks a CPU moved out of its own DSQ: {}; tasks a CPU about to idle took from a busy CPU's DSQ: {}; agent runs ahead of a CPU's DSQ: {}; \
              passes again for a wakeup a pass missed: {}; passes cut short (agent put back in a pass): {}; \
              tasks preempted for the agent: {} ({} back with their slice); \
-             tasks preempted for a woken task of another process: {} ({} timers set for later); \
+             tasks preempted for a woken task of another process: {} ({} timers set for later, {} as they came back); \
              SCHED_IDLE tasks preempted: {} ({} for a wakeup without the agent); \
              wakeups run ahead of the SCHED_IDLE tasks committed to an idle CPU: {}",
             hotplug_count(&self.bpf),
@@ -958,6 +959,8 @@ impl<'a> Agent<'a> {
             stuck_cpus(&self.bpf),
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_released) },
+            // SAFETY: as in `cpu_hotplugs`.
+            unsafe { std::ptr::read_volatile(&bss.nr_committed_steals) },
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_agent_first) },
             // SAFETY: as in `cpu_hotplugs`.
@@ -972,6 +975,8 @@ impl<'a> Agent<'a> {
             unsafe { std::ptr::read_volatile(&bss.nr_cross_preempts) },
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_preempt_later) },
+            // SAFETY: as in `cpu_hotplugs`.
+            unsafe { std::ptr::read_volatile(&bss.nr_behind_on_return) },
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_idle_yields) },
             // SAFETY: as in `cpu_hotplugs`.
