@@ -307,6 +307,8 @@ struct kicked {
 	 */
 	s32 due_pid;
 	u64 due_behind;
+	/* Preempted for the agent's pass for a wakeup of another process. */
+	bool across;
 };
 struct kicked kicked[MAX_CPUS];
 volatile u64 nr_agent_kicks, nr_kick_restores, nr_behind_on_return;
@@ -1663,6 +1665,7 @@ static void kick_agent(const struct task_struct *p, s32 cpu, bool may_cross)
 		preempt_idle(cpu);
 	} else if (may_kick(cur, k)) {
 		behind = may_cross && cross_preempts(p, cur, cpu) ? cross_vtime(0) : 0;
+		k->across = may_cross && other_process(p, cur);
 		kick_back(cur, k, cpu, behind);
 		__sync_fetch_and_add(&nr_agent_kicks, 1);
 	} else {
@@ -1714,6 +1717,17 @@ static void forget_kick(s32 cpu)
 }
 
 /*
+ * scx_gmp: drain_first - does a task preempted for the agent's pass go back
+ * where dispatch(), which drains the agent's decisions first, takes it
+ * (restore_kicked())? For a wakeup of another process (@across), never as
+ * the CPU's last task (@enq_flags has SCX_ENQ_LAST). Owner only.
+ */
+static bool drain_first(bool across, u64 enq_flags)
+{
+	return across && !(enq_flags & SCX_ENQ_LAST);
+}
+
+/*
  * scx_gmp: restore_kicked - @p was preempted by kick_agent() on @cpu: back
  * on that CPU next, with the slice it had left, without the agent (whose
  * model has it running still). Whether it was. Owner only.
@@ -1722,12 +1736,14 @@ static bool restore_kicked(struct task_struct *p, s32 cpu, u64 enq_flags)
 {
 	u32 i = cpu;
 	u64 left, behind;
+	bool across;
 
 	if (i >= MAX_CPUS || !was_kicked(p, cpu) || p->scx.slice ||
 	    (enq_flags & SCX_ENQ_WAKEUP))
 		return false;
 	left = kicked[i].left;
 	behind = kicked[i].behind;
+	across = kicked[i].across;
 	forget_kick(cpu);
 	if (is_stranded(p, cpu) || !left)
 		return false;
@@ -1749,9 +1765,21 @@ static bool restore_kicked(struct task_struct *p, s32 cpu, u64 enq_flags)
 	 * put, runs first, then @p, then what the agent queued in the CPU's
 	 * own DSQ. The kernel never leaves a task in the local DSQ of a CPU
 	 * that goes offline (a task in the CPU's own DSQ could wait there:
-	 * README, "Hotplug").
+	 * README, "Hotplug"). But a CPU with a task in its local DSQ does not
+	 * call dispatch() when the agent's pass ends, so the pass's decisions
+	 * wait in the ring until some CPU does, and @p runs ahead of them: a
+	 * woken task of another process that goes ahead of @p
+	 * (behind_resumed()) then waited for its slice (13 ms in a 2-vCPU
+	 * trace of cyclictest beside CPU hogs). So when the wakeup that
+	 * preempted @p was of another process (@across), @p goes to the head
+	 * of its CPU's own DSQ instead, where dispatch() takes it after the
+	 * pass's decisions are in: drain_first(). Not when nothing else would
+	 * run here (SCX_ENQ_LAST): the CPU would idle.
 	 */
-	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, left, enq_flags);
+	if (drain_first(across, enq_flags))
+		scx_bpf_dsq_insert_vtime(p, cpu_to_dsq(cpu), left, 0, enq_flags);
+	else
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, left, enq_flags);
 	__sync_fetch_and_add(&nr_kick_restores, 1);
 	return true;
 }
