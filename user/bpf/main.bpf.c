@@ -2247,7 +2247,7 @@ static bool release_own_dsq(s32 cpu)
  */
 static bool steal_committed(s32 cpu)
 {
-	struct task_struct *p, *cur;
+	struct task_struct *cur;
 	bool busy;
 	u32 v;
 
@@ -2261,13 +2261,8 @@ static bool steal_committed(s32 cpu)
 		cur = scx_bpf_cpu_curr(v);
 		busy = cur && cur->pid && !is_usersched_task(cur) && cur_pid[v] == cur->pid;
 		bpf_rcu_read_unlock();
-		if (!busy)
-			continue;
-		bpf_for_each(scx_dsq, p, cpu_to_dsq(v), 0) {
-			if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr) || p->migration_disabled)
-				continue;
-			if (!scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
-				continue;
+		/* The first task there that may run here, as consume_stranded(). */
+		if (busy && scx_bpf_dsq_move_to_local(cpu_to_dsq(v), 0)) {
 			__sync_fetch_and_add(&nr_committed_steals, 1);
 			return true;
 		}
