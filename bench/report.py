@@ -29,7 +29,7 @@ def for_variant(s):
     return NAMES.get(base, base) + " " + " ".join("--" + o for o in opts)
 
 # Metrics where more is better; every other one is better when lower.
-HIGHER_BETTER = {"bogo_ops_per_s", "req_per_s", "ops_per_s"}
+HIGHER_BETTER = {"bogo_ops_per_s", "req_per_s", "sent_per_s", "ops_per_s"}
 # The headline metric of each workload, for the plot.
 HEADLINE = {
     "stress-cpu": "bogo_ops_per_s",

@@ -76,8 +76,10 @@ enum Cmd {
     /// overloaded) for SECS seconds; each costs THINK_US of CPU. The
     /// dispatcher wakes an idle worker for each; busy workers take the
     /// backlog. Prints the wakeup latency (the dispatcher's wake to the
-    /// worker running), the request latency (arrival to done) and
-    /// requests/s.
+    /// worker running), the request latency (arrival to done),
+    /// requests/s (done over the time to the last one done) and the
+    /// dispatcher's sent/s (over its SECS: below the offered rate when the
+    /// dispatcher, not the workers, is what cannot keep up).
     Request {
         #[arg(long, default_value_t = 16)]
         workers: usize,
@@ -362,6 +364,9 @@ fn request(workers: usize, think: Duration, load: f64, secs: f64) -> String {
         }
         sent += 1;
     }
+    // The dispatcher's own rate: below the offered one when it cannot keep
+    // up, and then req_per_s measures it, not the workers.
+    let sent_per_s = sent as f64 / t0.elapsed().as_secs_f64();
     // Close: busy workers drain the backlog and stop; idle ones are told.
     let idle = {
         let mut st = state.lock().unwrap();
@@ -383,7 +388,8 @@ fn request(workers: usize, think: Duration, load: f64, secs: f64) -> String {
     req.sort_unstable();
     format!(
         "workload=request workers={workers} load={load} offered_per_s={rate:.0} done={} \
-         wake_p50_us={:.1} wake_p99_us={:.1} req_p50_us={:.1} req_p99_us={:.1} req_per_s={:.0}",
+         wake_p50_us={:.1} wake_p99_us={:.1} req_p50_us={:.1} req_p99_us={:.1} req_per_s={:.0} \
+         sent_per_s={sent_per_s:.0}",
         req.len(),
         pct_us(&wake, 0.50),
         pct_us(&wake, 0.99),

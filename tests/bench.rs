@@ -60,6 +60,7 @@ fn quick_benchmark_produces_a_table() {
         ("fanout", "sched_cpu_ms_per_s"),
         ("request-light", "wake_p99_us"),
         ("request-over", "req_per_s"),
+        ("request-over", "sent_per_s"),
         ("cyclictest", "lat_p99_us"),
         ("cyclictest-idle", "lat_max_us"),
         ("maplock", "ops_per_s"),
