@@ -60,6 +60,50 @@ sched_cpu_ms() {
 
 emit() { echo "$round $sched $1 $2 $3" >>"$res"; }
 
+# The idle workload: the scheduler's own CPU while nothing runs, over SECS,
+# and the whole system's context switches a second. Between its two
+# readings nothing starts or exits: they are bash builtins (read, globs,
+# $EPOCHREALTIME) and the wait is a read on a FIFO, where run's perf stat,
+# sleep and sched_cpu_ms's commands start and exit inside the window:
+# scheduling those was about three quarters of what run read for scx_gmp
+# under emulation (bench/results/idle-probe-9e824eb.md).
+idle_fifo=/tmp/bench-idle.fifo
+[ -p "$idle_fifo" ] || mkfifo "$idle_fifo"
+sched_cpu_now() { # PIDS... -> now=(<ticks> <BPF run time ns> <context switches>)
+	local p f k v line ticks=0 ns=0 ctxt=0 st
+	for p; do
+		read -r line <"/proc/$p/stat" || continue
+		read -r -a st <<<"${line##*) }"
+		ticks=$((ticks + st[11] + st[12]))
+		for f in /proc/"$p"/fdinfo/*; do
+			while read -r k v; do
+				[ "$k" = run_time_ns: ] && ns=$((ns + v))
+			done <"$f"
+		done 2>/dev/null
+	done
+	while read -r k v; do [ "$k" = ctxt ] && ctxt=$v; done </proc/stat
+	now=("$ticks" "$ns" "$ctxt")
+}
+idle() { # SECS
+	want idle || return 0
+	local pids=() tck a b t0 t1 ms now
+	[ -z "$SCHED_PID" ] || pids=("$SCHED_PID" $(pgrep -P "$SCHED_PID"))
+	tck=$(getconf CLK_TCK)
+	exec 8<>"$idle_fifo"
+	t0=$EPOCHREALTIME
+	sched_cpu_now "${pids[@]}"
+	a=("${now[@]}")
+	read -r -t "$1" -u 8 _
+	sched_cpu_now "${pids[@]}"
+	b=("${now[@]}")
+	t1=$EPOCHREALTIME
+	exec 8<&-
+	ms=$(((${t1//[.,]/} - ${t0//[.,]/}) / 1000))
+	emit idle ctx_switches_per_s $(((b[2] - a[2]) * 1000 / ms))
+	[ "$sched" = eevdf ] || emit idle sched_cpu_ms_per_s "$(awk -v t=$((b[0] - a[0])) -v ns=$((b[1] - a[1])) \
+		-v tck="$tck" -v ms="$ms" 'BEGIN {printf "%.1f", (t * 1000 / tck + ns / 1e6) * 1000 / ms}')"
+}
+
 # kv KEY: the value of KEY=... in a gmp-load result line.
 kv() { tr ' ' '\n' </tmp/out.txt | sed -n "s/^$1=//p"; }
 
@@ -144,7 +188,7 @@ for round in $(seq "$reps"); do
 		# run: the agent's CPU is counted in clock ticks (10 ms each), so
 		# over 5 s one tick more or less would be 2 ms/s.
 		want idle && sleep 3
-		run idle sleep "$((t * 4))"
+		idle "$((t * 4))"
 		run stress-cpu stress-ng --cpu "$n" -t "$t" --metrics-brief
 		# The batch job alone: the same CPU load under SCHED_IDLE, which
 		# runs a shorter slice (--idle-slice-us).

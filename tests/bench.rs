@@ -65,6 +65,8 @@ fn quick_benchmark_produces_a_table() {
         ("cyclictest-idle", "lat_max_us"),
         ("maplock", "ops_per_s"),
         ("idle", "sched_cpu_ms_per_s"),
+        // The whole system's, while it idles: EEVDF has one too.
+        ("idle", "ctx_switches_per_s"),
     ] {
         let row = table
             .lines()
