@@ -316,9 +316,16 @@ fn request(workers: usize, think: Duration, load: f64, secs: f64) -> String {
                 let (mut wake, mut req) = (Vec::new(), Vec::new());
                 loop {
                     // Take the backlog first; go idle only when it is empty.
+                    // The pool's lock is released before the think time:
+                    // held through it (as before 2026-12-02), the workers
+                    // queued for it one at a time behind the backlog and the
+                    // dispatcher waited for it to send.
                     let mut st = state.lock().unwrap();
                     let arrived = match st.backlog.pop_front() {
-                        Some(t) => t,
+                        Some(t) => {
+                            drop(st);
+                            t
+                        }
                         None if !st.open => break,
                         None => {
                             st.idle.push(w);
