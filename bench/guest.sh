@@ -155,7 +155,7 @@ run() {
 	fanout | forkjoin) emit "$w" makespan_ms "$(kv makespan_ms)" ;;
 	pingpong | pingpong-idle) for m in rtt_p50_us rtt_p99_us; do emit "$w" $m "$(kv $m)"; done ;;
 	maplock) emit "$w" ops_per_s "$(kv ops_per_s)" ;;
-	request-*) for m in wake_p50_us wake_p99_us req_p50_us req_p99_us req_per_s sent_per_s; do emit "$w" $m "$(kv $m)"; done ;;
+	request-*) for m in wakes wake_p50_us wake_p99_us req_p50_us req_p99_us req_per_s sent_per_s; do emit "$w" $m "$(kv $m)"; done ;;
 	cyclictest | cyclictest-idle) cyclic_lat | while read -r m v; do emit "$w" "$m" "$v"; done ;;
 	esac
 	local secs_ms=$(((t1 - t0) / 1000000))

@@ -394,10 +394,11 @@ fn request(workers: usize, think: Duration, load: f64, secs: f64) -> String {
     wake.sort_unstable();
     req.sort_unstable();
     format!(
-        "workload=request workers={workers} load={load} offered_per_s={rate:.0} done={} \
+        "workload=request workers={workers} load={load} offered_per_s={rate:.0} done={} wakes={} \
          wake_p50_us={:.1} wake_p99_us={:.1} req_p50_us={:.1} req_p99_us={:.1} req_per_s={:.0} \
          sent_per_s={sent_per_s:.0}",
         req.len(),
+        wake.len(),
         pct_us(&wake, 0.50),
         pct_us(&wake, 0.99),
         pct_us(&req, 0.50),

@@ -61,6 +61,7 @@ fn quick_benchmark_produces_a_table() {
         ("request-light", "wake_p99_us"),
         ("request-over", "req_per_s"),
         ("request-over", "sent_per_s"),
+        ("request-over", "wakes"),
         ("cyclictest", "lat_p99_us"),
         ("cyclictest-idle", "lat_max_us"),
         ("maplock", "ops_per_s"),
