@@ -44,35 +44,22 @@ stop_sched() {
 	echo "bench: $sched sits out the rounds after this one" >&2
 }
 
-# CPU the scheduler itself used so far (ms): its processes (scx_gmp --mode
-# user is a supervisor with the agent as its child) and their BPF programs'
-# run time (kernel.bpf_stats_enabled).
-sched_cpu_ms() {
-	[ -n "$SCHED_PID" ] || { echo 0; return; }
-	local pids ticks bpf_ns
-	pids="$SCHED_PID $(pgrep -P "$SCHED_PID" | tr '\n' ' ')"
-	ticks=$(for p in $pids; do cat "/proc/$p/stat" 2>/dev/null; done |
-		awk '{s += $14 + $15} END {printf "%.0f", s}')
-	bpf_ns=$(for p in $pids; do cat /proc/"$p"/fdinfo/* 2>/dev/null; done |
-		awk '/^run_time_ns:/ {s += $2} END {printf "%.0f", s}')
-	echo $(((ticks * 1000 / $(getconf CLK_TCK)) + bpf_ns / 1000000))
+# The scheduler's processes: scx_gmp --mode user is a supervisor with the
+# agent as its child. -> pids=(...); none for EEVDF.
+sched_pids() {
+	pids=()
+	[ -z "$SCHED_PID" ] || pids=("$SCHED_PID" $(pgrep -P "$SCHED_PID"))
 }
 
-emit() { echo "$round $sched $1 $2 $3" >>"$res"; }
-
-# The idle workload: the scheduler's own CPU while nothing runs, over SECS,
-# and the whole system's context switches a second. Between its two
-# readings nothing starts or exits: they are bash builtins (read, globs,
-# $EPOCHREALTIME) and the wait is a read on a FIFO, where run's perf stat,
-# sleep and sched_cpu_ms's commands start and exit inside the window:
-# scheduling those was about three quarters of what run read for scx_gmp
-# under emulation (bench/results/idle-probe-9e824eb.md).
-idle_fifo=/tmp/bench-idle.fifo
-[ -p "$idle_fifo" ] || mkfifo "$idle_fifo"
-sched_cpu_now() { # PIDS... -> now=(<ticks> <BPF run time ns> <context switches>)
+# CPU PIDS used so far, and the system's context switches, read with bash
+# builtins only (nothing started or exited while it reads):
+# now=(<utime+stime ticks> <their BPF programs' run time, ns> <ctxt>)
+# (run time: kernel.bpf_stats_enabled).
+tck=$(getconf CLK_TCK)
+sched_cpu_now() {
 	local p f k v line ticks=0 ns=0 ctxt=0 st
 	for p; do
-		read -r line <"/proc/$p/stat" || continue
+		{ read -r line <"/proc/$p/stat"; } 2>/dev/null || continue # gone
 		read -r -a st <<<"${line##*) }"
 		ticks=$((ticks + st[11] + st[12]))
 		for f in /proc/"$p"/fdinfo/*; do
@@ -84,11 +71,32 @@ sched_cpu_now() { # PIDS... -> now=(<ticks> <BPF run time ns> <context switches>
 	while read -r k v; do [ "$k" = ctxt ] && ctxt=$v; done </proc/stat
 	now=("$ticks" "$ns" "$ctxt")
 }
+
+# CPU the scheduler itself used so far (ms): its processes and their BPF
+# programs' run time.
+sched_cpu_ms() {
+	local pids now
+	sched_pids
+	[ ${#pids[@]} -gt 0 ] || { echo 0; return; }
+	sched_cpu_now "${pids[@]}"
+	echo $(((now[0] * 1000 / tck) + now[1] / 1000000))
+}
+
+emit() { echo "$round $sched $1 $2 $3" >>"$res"; }
+
+# The idle workload: the scheduler's own CPU while nothing runs, over SECS,
+# and the whole system's context switches a second. Between its two
+# readings (sched_cpu_now) nothing starts or exits: the wait is a read on a
+# FIFO, where run's perf stat, sleep and sched_cpu_ms's pgrep start and
+# exit inside the window: scheduling those was about three quarters of
+# what run read for scx_gmp under emulation
+# (bench/results/idle-probe-9e824eb.md).
+idle_fifo=/tmp/bench-idle.fifo
+[ -p "$idle_fifo" ] || mkfifo "$idle_fifo"
 idle() { # SECS
 	want idle || return 0
-	local pids=() tck a b t0 t1 ms now
-	[ -z "$SCHED_PID" ] || pids=("$SCHED_PID" $(pgrep -P "$SCHED_PID"))
-	tck=$(getconf CLK_TCK)
+	local pids a b t0 t1 ms now
+	sched_pids
 	exec 8<>"$idle_fifo"
 	t0=$EPOCHREALTIME
 	sched_cpu_now "${pids[@]}"
