@@ -10,6 +10,16 @@ cd /tmp || exit 1
 rm -f "$out/died.txt"
 n=$(nproc)
 sysctl -qw kernel.bpf_stats_enabled=1
+# Live code patching: a perf stat that opens a per-task event and closes it
+# flips perf's static keys (perf_sched_events, the software events' keys),
+# some five text patches each, and under TCG a CPU now and then executes a
+# patch's int3 after the patch is done, which kills the guest (vm/run). A
+# holder keeps those keys on for the whole run, so that the workloads' perf
+# stats patch nothing: in one probe, five perf stats made 24 patches, and 0
+# beside the holder (a scheduler's start and stop makes 8).
+perf stat -x, -e context-switches,cpu-migrations -o /dev/null -- sleep infinity >/dev/null 2>&1 &
+keys_holder=$!
+trap 'pkill -P "$keys_holder"' EXIT # its sleep: perf stat then exits
 
 if [ "$quick" = 1 ]; then t=2 hb=50 fan=200 rounds=1000 depth=7; else t=5 hb=200 fan=1000 rounds=5000 depth=10; fi
 
