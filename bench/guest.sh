@@ -16,8 +16,10 @@ sysctl -qw kernel.bpf_stats_enabled=1
 # patch's int3 after the patch is done, which kills the guest (vm/run). A
 # holder keeps those keys on for the whole run, so that the workloads' perf
 # stats patch nothing: in one probe, five perf stats made 24 patches, and 0
-# beside the holder (a scheduler's start and stop makes 8).
-perf stat -x, -e context-switches,cpu-migrations -o /dev/null -- sleep infinity >/dev/null 2>&1 &
+# beside the holder (a scheduler's start and stop makes 8). The holder opens
+# the events run counts, so that it holds every key they flip.
+perf_events=context-switches,cpu-migrations,task-clock
+perf stat -x, -e "$perf_events" -o /dev/null -- sleep infinity >/dev/null 2>&1 &
 keys_holder=$!
 trap 'pkill -P "$keys_holder"' EXIT # its sleep: perf stat then exits
 
@@ -161,7 +163,7 @@ run() {
 	local c0 t0 t1 c1
 	c0=$(sched_cpu_ms)
 	t0=$(date +%s%N)
-	perf stat -x, -e context-switches,cpu-migrations,task-clock -o /tmp/perf.csv -- "$@" >/tmp/out.txt 2>&1
+	perf stat -x, -e "$perf_events" -o /tmp/perf.csv -- "$@" >/tmp/out.txt 2>&1
 	t1=$(date +%s%N)
 	c1=$(sched_cpu_ms)
 	case "$w" in
