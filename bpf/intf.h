@@ -69,6 +69,8 @@ enum gmp_defaults {
 	GMP_READY_IDLE_SLOW_PCT_DFL = 0,
 	/* Not Go's: the longest slice of a SCHED_IDLE task (README). */
 	GMP_IDLE_SLICE_US_DFL = 1000,
+	/* Not Go's: the longest an LRQ head waits behind runnext; off (README). */
+	GMP_LRQ_MAX_WAIT_US_DFL = 0,
 };
 
 /*
@@ -127,6 +129,7 @@ enum gmp_stat {
 	GMP_STAT_KICK_SLOW,	/* of those, answered after GMP_KICK_SLOW_US */
 	GMP_STAT_BEFORE_IDLE,	/* LRQ tasks and GRQ heads run before a SCHED_IDLE task */
 	GMP_STAT_PREEMPT_LATER,	/* wakeups that set a timer to preempt the running task */
+	GMP_STAT_LRQ_AGED,	/* LRQ heads run before runnext for having waited too long */
 	GMP_NR_STATS,
 };
 
@@ -253,6 +256,7 @@ enum gmp_pick {
 	GMP_PICK_AGED,		/* the GRQ head, waiting longer than global_max_wait_ns */
 	GMP_PICK_LRQ_BEFORE_IDLE, /* an LRQ task, before the SCHED_IDLE task `other` ahead of it */
 	GMP_PICK_GRQ_BEFORE_IDLE, /* the GRQ head, before the SCHED_IDLE task `other` queued here */
+	GMP_PICK_LRQ_AGED,	/* the LRQ head before runnext, waiting `age` > lrq_max_wait_ns */
 	GMP_NR_PICK,
 };
 

@@ -42,6 +42,8 @@ const volatile bool go_wakep;
 const volatile bool go_pidle;
 /* The GRQ head waits at most this long (--global-max-wait-ms); 0: Go's rule only. */
 const volatile u64 global_max_wait_ns = (u64)GMP_GLOBAL_MAX_WAIT_MS_DFL * 1000 * 1000;
+/* An LRQ head waits at most this long behind runnext (--lrq-max-wait-us); 0: Go's rule. */
+const volatile u64 lrq_max_wait_ns = (u64)GMP_LRQ_MAX_WAIT_US_DFL * GMP_NSEC_PER_USEC;
 /* A wakeup preempts a task that ran this long (--wakeup-preempt-us); 0: off. */
 const volatile u64 wakeup_preempt_ns = (u64)GMP_WAKEUP_PREEMPT_US_DFL * GMP_NSEC_PER_USEC;
 /* ... a task of another process (--cross-process-preempt-us); 0: off, Go's rule. */
@@ -99,6 +101,7 @@ struct task_ctx {
 	bool preempts;		/* ... for this task, woken: it starts a slice of its own */
 	u64 resume_tick;	/* the preempted task's slice began here (tick_start); 0: none */
 	u64 queued_at;		/* when gmp_enqueue() last took it (ns); 0: running */
+	bool woken;		/* queued by a wakeup, not run since: lrq_starving() */
 };
 
 /* One timer per CPU for a delayed wakep() (wakep_later). */
@@ -1296,6 +1299,63 @@ static s32 idle_head(u64 dsq)
 }
 
 /*
+ * lrq_starving: has the head of @cpu's LRQ, a task woken and not run since,
+ * waited longer than lrq_max_wait_ns while a runnext task waits too? Then
+ * it runs first, and the runnext task after it. Returns how long it waited
+ * (ns); 0: not starving. Not Go's rule: Go's runnext goes first and
+ * inherits the slice, so two tasks that hand the CPU back and forth through
+ * runnext (a server's dispatcher and the worker it just woke) keep it for a
+ * whole 10 ms slice while the workers it woke before, each pushed out of
+ * runnext by the next, wait on the LRQ (docs/benchmarks.md, "The light
+ * request load's wakeup tail"). A head that was preempted there (a CPU hog)
+ * keeps Go's order: run first, it would hold the CPU for its slice while
+ * the woken runnext task waited. So does a SCHED_IDLE head
+ * (idle_last()). Owner only.
+ */
+static s64 lrq_starving(s32 cpu)
+{
+	struct task_struct *p;
+
+	if (!lrq_max_wait_ns || scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) <= 0)
+		return 0;
+	bpf_for_each(scx_dsq, p, lrq_dsq(cpu), 0) {
+		struct task_ctx *tctx = task_ctx(p);
+		s64 waited;
+
+		if (!tctx || !tctx->woken || idle_behind(p, idle_slice_ns))
+			return 0;
+		waited = queued_ns(tctx, scx_bpf_now());
+		return waited > (s64)lrq_max_wait_ns ? waited : 0;
+	}
+	return 0;
+}
+
+/*
+ * Run @cpu's LRQ head before its runnext task, for lrq_starving(): a pick
+ * that starts a slice of its own. Owner only.
+ */
+static bool lrq_aged_get(s32 cpu, s64 waited)
+{
+	struct gmp_cpu *c = cpu_ctx(cpu);
+	struct gmp_event *e;
+	s32 len = scx_bpf_dsq_nr_queued(lrq_dsq(cpu));
+
+	if (!c || !scx_bpf_dsq_move_to_local(lrq_dsq(cpu), 0))
+		return false;
+	stat_add(GMP_STAT_LRQ_AGED, 1);
+	e = ev_new(GMP_EV_PICK, GMP_PICK_LRQ_AGED, cpu, -1);
+	if (e) {
+		e->n = e->want = 1;
+		e->len = len;
+		e->other = -1;
+		e->age = waited;
+		ev_seen(e, c);
+		ev_send(e);
+	}
+	return true;
+}
+
+/*
  * idle_last: when the task @cpu's own queues would run next (runnext, else
  * the LRQ head) is a SCHED_IDLE task that idle_behind() puts last, @cpu
  * runs first the first task of its LRQ that is not one, else the GRQ head
@@ -1350,12 +1410,14 @@ static bool idle_last(s32 cpu)
 
 /*
  * find_runnable: proc.go findRunnable - the 61st-tick global check, runnext,
- * LRQ, a global batch, then stealing by a spinning CPU; else idle. Two
- * checks that are not Go's come before runnext: grq_starving() and
- * idle_last().
+ * LRQ, a global batch, then stealing by a spinning CPU; else idle. Three
+ * checks that are not Go's come before runnext: grq_starving(),
+ * lrq_starving() and idle_last().
  */
 static bool find_runnable(s32 cpu, struct gmp_cpu *c, bool prev_queued)
 {
+	s64 waited;
+
 	if (trace_on) {
 		c->seen_runnext = scx_bpf_dsq_nr_queued(runnext_dsq(cpu));
 		c->seen_lrq = scx_bpf_dsq_nr_queued(lrq_dsq(cpu));
@@ -1383,6 +1445,9 @@ static bool find_runnable(s32 cpu, struct gmp_cpu *c, bool prev_queued)
 			return true;
 		}
 	}
+	waited = lrq_starving(cpu);
+	if (waited && lrq_aged_get(cpu, waited))
+		return true;
 	if (idle_last(cpu) || runqget(cpu, c) || globrunqgetbatch(cpu))
 		return true;
 	if (c->inactive)
@@ -1732,6 +1797,8 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 	if (waker >= 0 || (enq_flags & SCX_ENQ_WAKEUP)) {
 		bool next;
 
+		if (tctx)
+			tctx->woken = true;
 		if (waker < 0)
 			waker = bpf_get_smp_processor_id();
 		next = waker == cpu && may_run(p, cpu);
@@ -1932,6 +1999,7 @@ void BPF_STRUCT_OPS(gmp_running, struct task_struct *p)
 		tctx->yielded = false;
 		tctx->preempts = false;
 		tctx->resume_tick = 0;
+		tctx->woken = false;
 	}
 	if (tctx && tctx->inherit) {
 		tctx->inherit = false; /* runnext: schedtick and slice go on */

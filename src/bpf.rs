@@ -34,11 +34,11 @@ struct TraceFile {
 }
 
 impl TraceFile {
-    fn create(path: &Path, params: &Params) -> Result<Self> {
+    fn create(path: &Path, header: &trace::Header) -> Result<Self> {
         let file = File::create(path)
             .with_context(|| format!("cannot create the trace file {}", path.display()))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
-        writeln!(out, "{}", trace::header(params))?;
+        writeln!(out, "{}", trace::header(header))?;
         Ok(Self {
             out,
             dropped: 0,
@@ -134,6 +134,7 @@ impl<'a> Scheduler<'a> {
         rodata.ready_idle_slow = policy.ready_idle_slow_pct * gmp_consts_GMP_KICK_SHARE_ONE / 100;
         rodata.cross_process_idle = !policy.go_cross_process;
         rodata.global_max_wait_ns = policy.global_max_wait_ms * 1_000_000;
+        rodata.lrq_max_wait_ns = us_to_ns(policy.lrq_max_wait_us);
         rodata.wakeup_preempt_ns = us_to_ns(policy.wakeup_preempt_us);
         rodata.cross_preempt_ns = us_to_ns(policy.cross_process_preempt_us);
         rodata.wakep_delay_ns = us_to_ns(policy.wakep_delay_us);
@@ -163,6 +164,7 @@ impl<'a> Scheduler<'a> {
                 "wakeup preemption across processes after",
             ),
             (policy.wakep_delay_us, "wakep after"),
+            (policy.lrq_max_wait_us, "LRQ heads before runnext after"),
             (policy.idle_slice_us, "SCHED_IDLE slice"),
         ]);
         if policy.ready_idle_slow_pct != 0 {
@@ -275,7 +277,13 @@ pub fn run(
 ) -> Result<()> {
     let params = policy.params(*NR_CPU_IDS, 1);
     let trace = match trace_path {
-        Some(path) => Some(Rc::new(RefCell::new(TraceFile::create(path, &params)?))),
+        Some(path) => {
+            let header = trace::Header {
+                params: params.clone(),
+                lrq_max_wait_ns: us_to_ns(policy.lrq_max_wait_us),
+            };
+            Some(Rc::new(RefCell::new(TraceFile::create(path, &header)?)))
+        }
         None => None,
     };
     let mut open_object = MaybeUninit::uninit();

@@ -67,6 +67,9 @@ pub struct Report {
     pub handoffs: usize,
     /// GRQ heads taken first for their wait (`--global-max-wait-ms`; not Go's).
     pub aged: usize,
+    /// LRQ heads run before runnext for their wait (`--lrq-max-wait-us`;
+    /// not Go's).
+    pub lrq_aged: usize,
     /// LRQ tasks and GRQ heads run before the SCHED_IDLE task a CPU's own
     /// queues would run next (`--idle-slice-us`; not Go's).
     pub before_idle: usize,
@@ -119,8 +122,8 @@ impl std::fmt::Display for Report {
         )?;
         write!(
             f,
-            "differs from Go on purpose: {} kernel threads run directly, {} wakeups run directly on an idle CPU, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves, {} re-checks of a young runnext, {} global queue heads run for their wait, {} run before a SCHED_IDLE task",
-            self.kthread_puts, self.idle_puts, self.kept_prev, self.handoffs, self.late_moves, self.recheck_kicks, self.aged, self.before_idle
+            "differs from Go on purpose: {} kernel threads run directly, {} wakeups run directly on an idle CPU, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves, {} re-checks of a young runnext, {} global queue heads run for their wait, {} LRQ heads run before runnext for their wait, {} run before a SCHED_IDLE task",
+            self.kthread_puts, self.idle_puts, self.kept_prev, self.handoffs, self.late_moves, self.recheck_kicks, self.aged, self.lrq_aged, self.before_idle
         )
     }
 }
@@ -156,6 +159,8 @@ struct Cpu {
 
 struct Checker {
     p: Params,
+    /// `--lrq-max-wait-us` in ns, from the header; 0: off.
+    lrq_max_wait_ns: u64,
     report: Report,
     queued: HashMap<i32, Queued>,
     /// Tasks that another CPU may take, queued on each CPU's queues and on
@@ -172,8 +177,10 @@ struct Checker {
 const SPINS_AHEAD_MAX: usize = 64;
 
 impl Checker {
-    fn new(p: Params) -> Self {
+    fn new(h: trace::Header) -> Self {
+        let p = h.params;
         Self {
+            lrq_max_wait_ns: h.lrq_max_wait_ns,
             cpus: vec![Cpu::default(); p.nprocs],
             spins_ahead: vec![BTreeMap::new(); p.nprocs],
             count: vec![0; p.nprocs + 1],
@@ -501,6 +508,23 @@ impl Checker {
             gmp_pick_GMP_PICK_KEEP => self.report.kept_prev += 1,
             gmp_pick_GMP_PICK_HANDOFF => self.report.handoffs += 1,
             gmp_pick_GMP_PICK_AGED => self.report.aged += 1,
+            gmp_pick_GMP_PICK_LRQ_AGED => {
+                self.report.lrq_aged += 1;
+                // age: how long the LRQ head had waited.
+                let ripe = self.lrq_max_wait_ns > 0 && e.age > self.lrq_max_wait_ns as i64;
+                if !runnext_seen || e.seen_lrq <= 0 || !ripe {
+                    let max = self.lrq_max_wait_ns;
+                    self.violation(
+                        i,
+                        e.cpu,
+                        "lrq-aged",
+                        order(&format!(
+                            "an LRQ head run before runnext after waiting {} ns; it may go first only with a runnext behind it and after lrq_max_wait_ns {max} (0: never)",
+                            e.age
+                        )),
+                    );
+                }
+            }
             gmp_pick_GMP_PICK_LRQ_BEFORE_IDLE | gmp_pick_GMP_PICK_GRQ_BEFORE_IDLE => {
                 self.report.before_idle += 1;
                 // other: the SCHED_IDLE task passed over, on this CPU's
@@ -708,11 +732,11 @@ impl Checker {
 pub fn check(input: impl BufRead) -> Result<Report> {
     let mut lines = input.lines();
     let first = lines.next().context("an empty trace")??;
-    let p = trace::parse_header(&first)?;
-    if p.nprocs == 0 {
+    let header = trace::parse_header(&first)?;
+    if header.params.nprocs == 0 {
         bail!("a trace of 0 CPUs");
     }
-    let mut checker = Checker::new(p);
+    let mut checker = Checker::new(header);
     let (mut index, mut last_ts, mut ended) = (0usize, 0u64, false);
     for (n, line) in lines.enumerate() {
         let line = line?;
@@ -766,7 +790,10 @@ mod tests {
     use super::*;
 
     fn trace_of(lines: &[&str]) -> String {
-        let mut t = trace::header(&Params::go(2));
+        let mut t = trace::header(&trace::Header {
+            params: Params::go(2),
+            lrq_max_wait_ns: 1_000_000,
+        });
         t.push('\n');
         for l in lines {
             t.push_str(l);
@@ -903,6 +930,33 @@ mod tests {
         // An LRQ that held only tasks that may not run here (lrq < 0) is empty to Go.
         assert!(rules(&["1 pick.steal cpu=0 other=1 n=1 want=1 len=1 tick=1 lrq=-1"]).is_empty());
         assert!(rules(&["1 pick.batch cpu=0 n=1 want=1 len=1 tick=1 lrq=-2"]).is_empty());
+    }
+
+    #[test]
+    fn an_lrq_head_goes_before_runnext_only_once_it_has_waited_long_enough() {
+        // trace_of's header: lrq_max_wait_ns=1000000.
+        let ok = trace_of(&[
+            "1 put.lrq why=wake cpu=0 pid=4 n=1",
+            "2 put.runnext why=wake cpu=0 pid=6 n=0",
+            "1000003 pick.lrq-aged cpu=0 pid=-1 other=-1 n=1 want=1 len=1 tick=1 rn=1 lrq=1 age=1000002",
+            "1000004 run.0 cpu=0 pid=4",
+        ]);
+        let r = check(ok.as_bytes()).unwrap();
+        assert!(r.ok(), "{r}");
+        assert_eq!(r.lrq_aged, 1);
+        assert!(
+            r.to_string().contains("1 LRQ heads run before runnext"),
+            "{r}"
+        );
+        // Too young, no runnext behind it, or the knob off: Go's order.
+        let young = ok.replace("age=1000002", "age=999999");
+        let alone = ok.replace(" rn=1", "");
+        let off = ok.replace("lrq_max_wait_ns=1000000", "lrq_max_wait_ns=0");
+        for t in [young, alone, off] {
+            let r = check(t.as_bytes()).unwrap();
+            let v: Vec<_> = r.violations.iter().map(|v| v.rule).collect();
+            assert_eq!(v, ["lrq-aged"], "{t}");
+        }
     }
 
     #[test]
@@ -1088,7 +1142,7 @@ mod tests {
 
     #[test]
     fn a_trace_without_its_end_is_refused() {
-        let t = trace::header(&Params::go(2)) + "\n1 run.0 cpu=0 pid=1\n";
+        let t = trace_of(&["1 run.0 cpu=0 pid=1"]).replace("# end dropped=0\n", "");
         assert!(check(t.as_bytes()).is_err());
     }
 }

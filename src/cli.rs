@@ -165,6 +165,18 @@ pub struct PolicyOpts {
     #[arg(long, global = true, default_value_t = gmp_defaults_GMP_GLOBAL_MAX_WAIT_MS_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     pub global_max_wait_ms: u64,
 
+    /// BPF mode: once the task at the head of a CPU's LRQ, woken and not
+    /// run since, has waited this long, in microseconds, it runs before the
+    /// CPU's runnext task, which runs after it. Not Go's rule: Go's runnext
+    /// goes first and inherits what is left of the slice, so two tasks that
+    /// hand the CPU back and forth through runnext (a server's dispatcher
+    /// and the worker it just woke) keep it for up to a whole 10 ms slice
+    /// while the tasks woken before them, each pushed out of runnext by the
+    /// next, wait on the LRQ. Not for a head that was preempted (a CPU hog)
+    /// or is SCHED_IDLE. 0: Go's rule.
+    #[arg(long, global = true, default_value_t = gmp_defaults_GMP_LRQ_MAX_WAIT_US_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub lrq_max_wait_us: u64,
+
     /// BPF mode: a wakeup put in a CPU's runnext preempts the task running
     /// there if that task has run this long, in microseconds, since it last
     /// started, or once it has (a timer; a waker that sleeps first, or an

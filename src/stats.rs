@@ -99,6 +99,7 @@ counters! {
     kicks_slow = gmp_stat_GMP_STAT_KICK_SLOW, "kick" "slow", "BPF mode: of those, answered after more than 1 ms: the woken CPU's vCPU waited for a host core (an overcommitted VM), where --wakep-delay-us or --ready-idle may serve better than Go's wakep()";
     before_idle = gmp_stat_GMP_STAT_BEFORE_IDLE, "" "before-idle", "BPF mode: tasks run before the SCHED_IDLE task that the CPU's own queues would run next: the first other task of its LRQ, else the global queue's head (not with --idle-slice-us 0)";
     preempt_laters = gmp_stat_GMP_STAT_PREEMPT_LATER, "" "preempt-later", "BPF mode: wakeups that would have preempted the task running on their CPU (wakeup-preempt) had it run long enough since it started, and set a timer to preempt it once it has";
+    lrq_aged = gmp_stat_GMP_STAT_LRQ_AGED, "" "lrq-aged", "BPF mode: LRQ heads run before the CPU's runnext task after waiting --lrq-max-wait-us";
 }
 
 impl Metrics {

@@ -49,6 +49,7 @@ const PICKS: [&str; gmp_pick_GMP_NR_PICK as usize] = [
     "aged",
     "lrq-before-idle",
     "grq-before-idle",
+    "lrq-aged",
 ];
 const MOVES: [&str; gmp_move_GMP_NR_MOVE as usize] = ["kicked", "overflow", "pending"];
 const WHYS: [&str; gmp_why_GMP_NR_WHY as usize] = [
@@ -229,16 +230,27 @@ impl fmt::Display for Event {
     }
 }
 
+/// What a trace's header carries: Go's parameters, and the one knob that is
+/// not Go's whose decisions the checker holds to a number
+/// (`--lrq-max-wait-us`; 0: off).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub params: Params,
+    pub lrq_max_wait_ns: u64,
+}
+
 /// The header line: the parameters a checker needs.
-pub fn header(p: &Params) -> String {
+pub fn header(h: &Header) -> String {
+    let p = &h.params;
     format!(
-        "{HEADER} {VERSION} nprocs={} lrq_cap={} global_every={} steal_tries={} runnext_grace_ns={} slice_ns={} min_slice_ns={}",
-        p.nprocs, p.lrq_cap, p.global_every, p.steal_tries, p.runnext_grace_ns, p.slice_ns, p.min_slice_ns
+        "{HEADER} {VERSION} nprocs={} lrq_cap={} global_every={} steal_tries={} runnext_grace_ns={} slice_ns={} min_slice_ns={} lrq_max_wait_ns={}",
+        p.nprocs, p.lrq_cap, p.global_every, p.steal_tries, p.runnext_grace_ns, p.slice_ns, p.min_slice_ns, h.lrq_max_wait_ns
     )
 }
 
-/// Read the parameters back from a header line.
-pub fn parse_header(line: &str) -> Result<Params> {
+/// Read the parameters back from a header line (one without
+/// `lrq_max_wait_ns`, from before that knob, has it off).
+pub fn parse_header(line: &str) -> Result<Header> {
     let rest = line
         .strip_prefix(HEADER)
         .ok_or_else(|| anyhow!("not a scx_gmp trace (no {HEADER:?} header)"))?;
@@ -250,7 +262,11 @@ pub fn parse_header(line: &str) -> Result<Params> {
     if version != VERSION {
         bail!("trace version {version}; this scx_gmp reads version {VERSION}");
     }
-    let mut p = Params::go(1);
+    let mut h = Header {
+        params: Params::go(1),
+        lrq_max_wait_ns: 0,
+    };
+    let p = &mut h.params;
     for word in words {
         let (k, v) = word
             .split_once('=')
@@ -264,10 +280,11 @@ pub fn parse_header(line: &str) -> Result<Params> {
             "runnext_grace_ns" => p.runnext_grace_ns = v,
             "slice_ns" => p.slice_ns = v,
             "min_slice_ns" => p.min_slice_ns = v,
+            "lrq_max_wait_ns" => h.lrq_max_wait_ns = v,
             _ => bail!("unknown header field {k:?}"),
         }
     }
-    Ok(p)
+    Ok(h)
 }
 
 #[cfg(test)]
@@ -325,10 +342,15 @@ mod tests {
 
     #[test]
     fn the_header_names_the_parameters() {
-        let mut p = Params::go(3);
-        p.runnext_grace_ns = 7000;
-        let back = parse_header(&header(&p)).unwrap();
-        assert_eq!((back.nprocs, back.runnext_grace_ns), (3, 7000));
+        let mut h = Header {
+            params: Params::go(3),
+            lrq_max_wait_ns: 5000,
+        };
+        h.params.runnext_grace_ns = 7000;
+        let back = parse_header(&header(&h)).unwrap();
+        assert_eq!(back, h);
+        let old = header(&h).replace(" lrq_max_wait_ns=5000", "");
+        assert_eq!(parse_header(&old).unwrap().lrq_max_wait_ns, 0);
         assert!(parse_header("# scx_gmp trace 9 nprocs=1").is_err());
         assert!(parse_header("hello").is_err());
     }

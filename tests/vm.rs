@@ -940,6 +940,7 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
         "idlestarve",
         "wakepdelay",
         "readyidle",
+        "lrqaged",
         "crossproc",
     ] {
         let start = r
@@ -1030,6 +1031,9 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
         "{}",
         r.stdout
     );
+    // --lrq-max-wait-us 500: woken workers pushed out of the dispatcher's
+    // runnext ran before it once they had waited that long.
+    assert!(num(&r.stdout, "lrq_aged") > 0, "{}", r.stdout);
     // By default each side of a pipe between two processes wakes the other
     // on an idle CPU.
     assert!(num(&r.stdout, "crossproc_idle_puts") > 0, "{}", r.stdout);

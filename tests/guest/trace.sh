@@ -98,6 +98,13 @@ GMP_ARGS="--ready-idle-slow-pct 1" traced slowkick "$GMP_LOAD" request --workers
 	--load 0.3 --secs 3
 echo "slowkick_slow=$(grep -o 'wait-us=[0-9]* slow=[0-9]*' /tmp/slowkick.log | tail -n 1 | cut -d= -f3)"
 echo "slowkick_idle_puts=$(awk '$2 == "put.idle"' /tmp/slowkick.trace | wc -l)"
+# An LRQ head that waited behind runnext: the dispatcher's bursts push
+# woken workers out of its runnext to the LRQ, and with the bound each of
+# them runs before the runnext task once it has waited 500 us (lrq-aged),
+# which the checker holds to the header's lrq_max_wait_ns.
+GMP_ARGS="--lrq-max-wait-us 500" traced lrqaged "$GMP_LOAD" request --workers $((4 * n)) \
+	--load 0.3 --secs 3
+echo "lrq_aged=$(awk '$2 == "pick.lrq-aged"' /tmp/lrqaged.trace | wc -l)"
 
 # One decision altered: the first steal claims to have wanted one task more.
 awk '!done && $2 == "pick.steal" {
