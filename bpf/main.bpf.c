@@ -1332,15 +1332,14 @@ static s64 lrq_starving(s32 cpu)
 
 /*
  * Run @cpu's LRQ head before its runnext task, for lrq_starving(): a pick
- * that starts a slice of its own. Owner only.
+ * that starts a slice of its own. @c is @cpu's context. Owner only.
  */
-static bool lrq_aged_get(s32 cpu, s64 waited)
+static bool lrq_aged_get(s32 cpu, struct gmp_cpu *c, s64 waited)
 {
-	struct gmp_cpu *c = cpu_ctx(cpu);
 	struct gmp_event *e;
 	s32 len = scx_bpf_dsq_nr_queued(lrq_dsq(cpu));
 
-	if (!c || !scx_bpf_dsq_move_to_local(lrq_dsq(cpu), 0))
+	if (!scx_bpf_dsq_move_to_local(lrq_dsq(cpu), 0))
 		return false;
 	stat_add(GMP_STAT_LRQ_AGED, 1);
 	e = ev_new(GMP_EV_PICK, GMP_PICK_LRQ_AGED, cpu, -1);
@@ -1446,7 +1445,7 @@ static bool find_runnable(s32 cpu, struct gmp_cpu *c, bool prev_queued)
 		}
 	}
 	waited = lrq_starving(cpu);
-	if (waited && lrq_aged_get(cpu, waited))
+	if (waited && lrq_aged_get(cpu, c, waited))
 		return true;
 	if (idle_last(cpu) || runqget(cpu, c) || globrunqgetbatch(cpu))
 		return true;
