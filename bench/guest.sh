@@ -5,6 +5,7 @@
 out=$1 bin=$2 quick=$3 reps=$4 peer_bin=$5 only=$6 scheds=$7 base_bin=${8:-}
 res=$out/results.txt
 . "$(dirname "${BASH_SOURCE[0]}")/sched.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/hogs.sh"
 cd /tmp || exit 1
 : >"$res" # vm/run may run this again on a new boot: start afresh
 rm -f "$out/died.txt"
@@ -188,14 +189,12 @@ run() {
 # beside_hogs POLICY WORKLOAD CMD...: run WORKLOAD while stress-ng keeps
 # every CPU busy under chrt's POLICY (-o normal, -i SCHED_IDLE).
 beside_hogs() {
-	local policy=$1 hogs
+	local policy=$1
 	shift
 	want "$1" || return 0
-	chrt "$policy" 0 stress-ng --cpu "$n" -t 600 >/dev/null 2>&1 &
-	hogs=$!
+	start_hogs "$policy" "$n" || exit 1
 	run "$@"
-	kill "$hogs" 2>/dev/null
-	wait "$hogs" 2>/dev/null
+	stop_hogs
 }
 
 for round in $(seq "$reps"); do

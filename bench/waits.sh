@@ -14,23 +14,21 @@ out=$1 bin=$2 sched=$3 hogs=$4 base_bin=${BASE_BIN:-} peer_bin=${PEER_BIN:-}
 shift 4
 . "$(dirname "${BASH_SOURCE[0]}")/sched.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/ftrace.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/hogs.sh"
 cd /tmp || exit 1
 n=$(nproc)
 start_sched "$sched" || exit 1
 case $hogs in
-idle) chrt -i 0 stress-ng --cpu "$n" -t 600 >/dev/null 2>&1 & ;;
-normal) stress-ng --cpu "$n" -t 600 >/dev/null 2>&1 & ;;
-none) sleep 600 & ;;
+idle) start_hogs -i "$n" || { end_sched waits.sh; exit 1; } ;;
+normal) start_hogs -o "$n" || { end_sched waits.sh; exit 1; } ;;
+none) HOGS_PID= ;;
 *) echo "waits.sh: HOGS is idle, normal or none, not '$hogs'" >&2; exit 2 ;;
 esac
-hog_pid=$!
-sleep 2
 ftrace_start sched_switch sched_wakeup sched_wakeup_new sched_migrate_task || exit 1
 "$@" >"$out/out.txt" 2>&1
 rc=$?
 ftrace_stop "$out/trace.txt"
-kill "$hog_pid"
-wait "$hog_pid" 2>/dev/null
+[ -z "$HOGS_PID" ] || stop_hogs
 end_sched "waits.sh: $sched" || exit 1
 [ -z "$SCHED_PID" ] || cp /tmp/sched.log "$out/sched.log"
 cat "$out/out.txt"
