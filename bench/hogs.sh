@@ -20,16 +20,20 @@ start_hogs() {
 			read -r -a st <"/proc/$c/stat" 2>/dev/null && [ "${st[13]:-0}" -gt 0 ] && ran=$((ran + 1))
 		done
 		[ "$ran" -ge "$n" ] && return 0
-		kill -0 "$HOGS_PID" 2>/dev/null || break
+		if ! kill -0 "$HOGS_PID" 2>/dev/null; then
+			echo "bench: stress-ng exited before its $n hogs ran (it needs a writable working directory)" >&2
+			return 1
+		fi
 		sleep 0.1
 	done
-	echo "bench: $n stress-ng hogs did not all run within 60 s (stress-ng needs a writable working directory)" >&2
+	echo "bench: $n stress-ng hogs did not all run within 60 s" >&2
 	stop_hogs
 	return 1
 }
 
-# stop_hogs: stop the hogs start_hogs started.
+# stop_hogs: stop the hogs start_hogs started, if any.
 stop_hogs() {
+	[ -n "${HOGS_PID:-}" ] || return 0
 	kill "$HOGS_PID" 2>/dev/null
 	wait "$HOGS_PID" 2>/dev/null
 }

@@ -15,20 +15,22 @@ shift 4
 . "$(dirname "${BASH_SOURCE[0]}")/sched.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/ftrace.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/hogs.sh"
+case $hogs in
+idle) policy=-i ;;
+normal) policy=-o ;;
+none) policy= ;;
+*) echo "waits.sh: HOGS is idle, normal or none, not '$hogs'" >&2; exit 2 ;;
+esac
 cd /tmp || exit 1
 n=$(nproc)
 start_sched "$sched" || exit 1
-case $hogs in
-idle) start_hogs -i "$n" || { end_sched waits.sh; exit 1; } ;;
-normal) start_hogs -o "$n" || { end_sched waits.sh; exit 1; } ;;
-none) HOGS_PID= ;;
-*) echo "waits.sh: HOGS is idle, normal or none, not '$hogs'" >&2; exit 2 ;;
-esac
+HOGS_PID=
+[ -z "$policy" ] || start_hogs "$policy" "$n" || { end_sched waits.sh; exit 1; }
 ftrace_start sched_switch sched_wakeup sched_wakeup_new sched_migrate_task || exit 1
 "$@" >"$out/out.txt" 2>&1
 rc=$?
 ftrace_stop "$out/trace.txt"
-[ -z "$HOGS_PID" ] || stop_hogs
+stop_hogs
 end_sched "waits.sh: $sched" || exit 1
 [ -z "$SCHED_PID" ] || cp /tmp/sched.log "$out/sched.log"
 cat "$out/out.txt"
