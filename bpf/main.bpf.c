@@ -1583,6 +1583,25 @@ s32 BPF_STRUCT_OPS(gmp_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 }
 
 /*
+ * Run woken @p next on @cpu (@c), the CPU it was woken on, straight from the
+ * local DSQ with @slice: a runnext put and its pick in one, for handoff() and
+ * preempt_at_once(). Counted as a runnext put and hit, and as @stat. Not a
+ * findRunnable: it saw no queue, and made no 61st-tick check. Owner only.
+ */
+static __always_inline void run_here_next(struct task_struct *p, s32 cpu, struct gmp_cpu *c,
+					  u64 slice, u64 enq_flags, enum gmp_stat stat)
+{
+	ev_put(GMP_PUT_RUNNEXT, GMP_WHY_WAKE, cpu, p, lrq_len(cpu));
+	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice, enq_flags);
+	stat_add(GMP_STAT_RUNNEXT_PUT, 1);
+	stat_add(GMP_STAT_RUNNEXT_HIT, 1);
+	stat_add(stat, 1);
+	c->seen_runnext = 1;
+	c->seen_lrq = c->seen_grq = c->seen_tick_grq = 0;
+	ev_pick(GMP_PICK_HANDOFF, cpu, p->pid, 1, 1, 0, -1);
+}
+
+/*
  * A sync wakeup into the waker's runnext: the waker is about to sleep, and
  * the task runs next here. Go's runnext and wakep() would make this CPU
  * dispatch it from runnext, and wake an idle CPU to spin, which on Linux
@@ -1606,16 +1625,8 @@ static bool handoff(struct task_struct *p, s32 cpu, u64 enq_flags)
 	left = inherit_slice(c, scx_bpf_now());
 	if (!left)
 		return false;
-	ev_put(GMP_PUT_RUNNEXT, GMP_WHY_WAKE, cpu, p, lrq_len(cpu));
 	tctx->inherit = true;
-	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, left, enq_flags);
-	stat_add(GMP_STAT_RUNNEXT_PUT, 1);
-	stat_add(GMP_STAT_RUNNEXT_HIT, 1);
-	stat_add(GMP_STAT_HANDOFF, 1);
-	/* Not a findRunnable: it saw no queue, and made no 61st-tick check. */
-	c->seen_runnext = 1;
-	c->seen_lrq = c->seen_grq = c->seen_tick_grq = 0;
-	ev_pick(GMP_PICK_HANDOFF, cpu, p->pid, 1, 1, 0, -1);
+	run_here_next(p, cpu, c, left, enq_flags, GMP_STAT_HANDOFF);
 	return true;
 }
 
@@ -1749,6 +1760,39 @@ static void preempt_for_wakeup(const struct task_struct *p, s32 cpu)
 		woken->preempts = true;
 }
 
+/*
+ * preempt_at_once: a wakeup that preempt_for_wakeup() would preempt the
+ * running task for at once, into a runnext and a local DSQ that are both
+ * empty, goes straight to the local DSQ with SCX_ENQ_PREEMPT: the kernel
+ * then reschedules in this very interrupt, and the CPU needs no dispatch to
+ * find the task. Through runnext it ran after a kick, which the kernel
+ * bounces through an irq_work, and a dispatch: a timer wakeup beside
+ * SCHED_IDLE hogs waited 86 us for its CPU at the median against EEVDF's 29
+ * (docs/benchmarks.md, "A wakeup's preemption at once"). The outcome is
+ * preempt_for_wakeup()'s: the woken task runs next here on a slice of its
+ * own, and the preempted task is queued as it says. Traced as a runnext put
+ * and a handoff pick, as handoff() is. Owner only.
+ */
+static bool preempt_at_once(struct task_struct *p, s32 cpu, u64 enq_flags)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct gmp_cpu *c = cpu_ctx(cpu);
+	struct task_ctx *tctx;
+
+	if (!c || !cur->pid || (cur->flags & PF_EXITING) || c->held ||
+	    cpu != bpf_get_smp_processor_id() ||
+	    scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) > 0 ||
+	    scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) > 0)
+		return false;
+	tctx = task_ctx(cur);
+	if (!tctx || scx_bpf_now() - c->run_start < preempt_after(p, cur))
+		return false;
+	tctx->preempted = true;
+	tctx->resume_tick = c->tick_start;
+	run_here_next(p, cpu, c, slice_ns, enq_flags | SCX_ENQ_PREEMPT, GMP_STAT_WAKEUP_PREEMPT);
+	return true;
+}
+
 void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	struct task_ctx *tctx = task_ctx(p);
@@ -1802,6 +1846,8 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 			waker = bpf_get_smp_processor_id();
 		next = waker == cpu && may_run(p, cpu);
 		if (next && sync && !go_handoff && handoff(p, cpu, enq_flags))
+			return;
+		if (next && !sync && (enq_flags & SCX_ENQ_WAKEUP) && preempt_at_once(p, cpu, enq_flags))
 			return;
 		runqput(p, cpu, next, GMP_WHY_WAKE, enq_flags);
 		if (next && !go_wakep && idle_waker(cpu)) {
