@@ -1671,6 +1671,26 @@ static u64 preempt_after(const struct task_struct *p, const struct task_struct *
 }
 
 /*
+ * How much longer the task running on @cpu (@c) must run before woken @p
+ * preempts it: 0, at once; GMP_NEVER, not at all (preempt_after()), or not
+ * from here (an idle CPU's interrupt, an exiting waker, another CPU). For
+ * preempt_for_wakeup() and preempt_at_once(). Owner only.
+ */
+static u64 preempt_wait(const struct task_struct *p, s32 cpu, const struct gmp_cpu *c)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	u64 need, ran;
+
+	if (!cur->pid || (cur->flags & PF_EXITING) || cpu != bpf_get_smp_processor_id())
+		return GMP_NEVER;
+	need = preempt_after(p, cur);
+	if (need == GMP_NEVER)
+		return GMP_NEVER;
+	ran = scx_bpf_now() - c->run_start;
+	return ran >= need ? 0 : need - ran;
+}
+
+/*
  * A wakeup preemption falls due: preempt the task that preempt_later()
  * armed it for, if that run still goes on. On the CPU it was armed for
  * (pinned), or on another once that one went offline (then the run_start
@@ -1735,20 +1755,18 @@ static void preempt_for_wakeup(const struct task_struct *p, s32 cpu)
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct gmp_cpu *c = cpu_ctx(cpu);
 	struct task_ctx *tctx, *woken;
-	u64 need, ran;
+	u64 wait;
 
-	if (!c || !cur->pid || (cur->flags & PF_EXITING) ||
-	    cpu != bpf_get_smp_processor_id())
+	if (!c)
 		return;
-	need = preempt_after(p, cur);
+	wait = preempt_wait(p, cpu, c);
 	tctx = task_ctx(cur);
-	if (need == GMP_NEVER || !tctx)
+	if (wait == GMP_NEVER || !tctx)
 		return;
-	ran = scx_bpf_now() - c->run_start;
-	if (ran >= need) {
+	if (!wait) {
 		kick_cpu_flags(cpu, SCX_KICK_PREEMPT);
 		stat_add(GMP_STAT_WAKEUP_PREEMPT, 1);
-	} else if (cur->scx.slice > need - ran && preempt_later(cpu, c, need - ran)) {
+	} else if (cur->scx.slice > wait && preempt_later(cpu, c, wait)) {
 		stat_add(GMP_STAT_PREEMPT_LATER, 1);
 	} else {
 		return;
@@ -1775,17 +1793,16 @@ static void preempt_for_wakeup(const struct task_struct *p, s32 cpu)
  */
 static bool preempt_at_once(struct task_struct *p, s32 cpu, u64 enq_flags)
 {
-	struct task_struct *cur = bpf_get_current_task_btf();
 	struct gmp_cpu *c = cpu_ctx(cpu);
 	struct task_ctx *tctx;
 
-	if (!c || !cur->pid || (cur->flags & PF_EXITING) || c->held ||
-	    cpu != bpf_get_smp_processor_id() ||
+	/* The cheap test first: most wakeups (one process) never preempt. */
+	if (!c || c->held || preempt_wait(p, cpu, c) ||
 	    scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) > 0 ||
 	    scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) > 0)
 		return false;
-	tctx = task_ctx(cur);
-	if (!tctx || scx_bpf_now() - c->run_start < preempt_after(p, cur))
+	tctx = task_ctx(bpf_get_current_task_btf());
+	if (!tctx)
 		return false;
 	tctx->preempted = true;
 	tctx->resume_tick = c->tick_start;
