@@ -257,7 +257,17 @@ enum gmp_pick {
 	GMP_PICK_LRQ_BEFORE_IDLE, /* an LRQ task, before the SCHED_IDLE task `other` ahead of it */
 	GMP_PICK_GRQ_BEFORE_IDLE, /* the GRQ head, before the SCHED_IDLE task `other` queued here */
 	GMP_PICK_LRQ_AGED,	/* the LRQ head before runnext, waiting `age` > lrq_max_wait_ns */
+	GMP_PICK_PREEMPT,	/* a wakeup run at once on the waker's CPU, preempting the
+				 * task `other` after it ran `age` ns, by rule `round` */
 	GMP_NR_PICK,
+};
+
+/* Which rule let a wakeup preempt the running task (preempt_after()). */
+enum gmp_preempt {
+	GMP_PREEMPT_IDLE,	/* the running task is a SCHED_IDLE one: idle_slice_ns */
+	GMP_PREEMPT_CROSS,	/* it is of another process: cross_preempt_ns */
+	GMP_PREEMPT_ANY,	/* any task: wakeup_preempt_ns */
+	GMP_NR_PREEMPT,
 };
 
 /* Late moves (main.bpf.c explains why they are late). */
@@ -273,7 +283,7 @@ struct gmp_event {
 	unsigned char kind;	/* enum gmp_ev */
 	unsigned char sub;	/* enum gmp_put / gmp_pick / gmp_move / gmp_why */
 	unsigned char why;	/* puts: enum gmp_why */
-	unsigned char round;	/* steals: the stealWork round */
+	unsigned char round;	/* steals: the stealWork round; preempts: enum gmp_preempt */
 	int cpu;		/* the CPU (P) the decision is about */
 	int pid;		/* the task, or -1 */
 	int other;		/* displaced task, victim CPU, kicker CPU, or -1 */
@@ -287,6 +297,7 @@ struct gmp_event {
 	int tick_grq;		/* the GRQ as the 61st-tick check saw it; < 0: none may run here */
 	unsigned int schedtick;	/* picks and runs: the CPU's schedtick */
 	unsigned int nmspinning; /* spins and idles: nmspinning after */
-	long long age;		/* runnext steals: how long it waited (ns) */
+	long long age;		/* runnext steals: how long it waited; preempts: how long
+				 * `other` ran (ns) */
 	int allowed;		/* puts: the CPUs the task may run on (1: pinned) */
 };

@@ -1585,8 +1585,9 @@ s32 BPF_STRUCT_OPS(gmp_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 /*
  * Run woken @p next on @cpu (@c), the CPU it was woken on, straight from the
  * local DSQ with @slice: a runnext put and its pick in one, for handoff() and
- * preempt_at_once(). Counted as a runnext put and hit, and as @stat. Not a
- * findRunnable: it saw no queue, and made no 61st-tick check. Owner only.
+ * preempt_at_once(), which trace the pick. Counted as a runnext put and hit,
+ * and as @stat. Not a findRunnable: it saw no queue, and made no 61st-tick
+ * check. Owner only.
  */
 static __always_inline void run_here_next(struct task_struct *p, s32 cpu, struct gmp_cpu *c,
 					  u64 slice, u64 enq_flags, enum gmp_stat stat)
@@ -1598,7 +1599,6 @@ static __always_inline void run_here_next(struct task_struct *p, s32 cpu, struct
 	stat_add(stat, 1);
 	c->seen_runnext = 1;
 	c->seen_lrq = c->seen_grq = c->seen_tick_grq = 0;
-	ev_pick(GMP_PICK_HANDOFF, cpu, p->pid, 1, 1, 0, -1);
 }
 
 /*
@@ -1627,6 +1627,7 @@ static bool handoff(struct task_struct *p, s32 cpu, u64 enq_flags)
 		return false;
 	tctx->inherit = true;
 	run_here_next(p, cpu, c, left, enq_flags, GMP_STAT_HANDOFF);
+	ev_pick(GMP_PICK_HANDOFF, cpu, p->pid, 1, 1, 0, -1);
 	return true;
 }
 
@@ -1656,34 +1657,40 @@ static bool idle_waker(s32 cpu)
  * task of another process, unless @p is a batch job (a SCHED_IDLE task
  * runs only when nothing else wants the CPU: idle_behind()); the shorter if
  * both apply. 0 for a SCHED_IDLE @cur (idle_yields()); GMP_NEVER: @p does
- * not preempt @cur (Go's rule). Owner only.
+ * not preempt @cur (Go's rule). @rule: which of the three applies (enum
+ * gmp_preempt, for the trace). Owner only.
  */
-static u64 preempt_after(const struct task_struct *p, const struct task_struct *cur)
+static u64 preempt_after(const struct task_struct *p, const struct task_struct *cur, u32 *rule)
 {
 	u64 need = wakeup_preempt_ns ? wakeup_preempt_ns : GMP_NEVER;
 
-	if (idle_yields(cur, p, idle_slice_ns))
+	*rule = GMP_PREEMPT_ANY;
+	if (idle_yields(cur, p, idle_slice_ns)) {
+		*rule = GMP_PREEMPT_IDLE;
 		return 0;
+	}
 	if (cross_preempt_ns && cross_preempt_ns < need && !idle_behind(p, idle_slice_ns) &&
-	    other_process(p, cur))
+	    other_process(p, cur)) {
+		*rule = GMP_PREEMPT_CROSS;
 		need = cross_preempt_ns;
+	}
 	return need;
 }
 
 /*
  * How much longer the task running on @cpu (@c) must run before woken @p
- * preempts it: 0, at once; GMP_NEVER, not at all (preempt_after()), or not
- * from here (an idle CPU's interrupt, an exiting waker, another CPU). For
- * preempt_for_wakeup() and preempt_at_once(). Owner only.
+ * preempts it: 0, at once; GMP_NEVER, not at all (preempt_after(), which
+ * sets @rule), or not from here (an idle CPU's interrupt, an exiting waker,
+ * another CPU). For preempt_for_wakeup() and preempt_at_once(). Owner only.
  */
-static u64 preempt_wait(const struct task_struct *p, s32 cpu, const struct gmp_cpu *c)
+static u64 preempt_wait(const struct task_struct *p, s32 cpu, const struct gmp_cpu *c, u32 *rule)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	u64 need, ran;
 
 	if (!cur->pid || (cur->flags & PF_EXITING) || cpu != bpf_get_smp_processor_id())
 		return GMP_NEVER;
-	need = preempt_after(p, cur);
+	need = preempt_after(p, cur, rule);
 	if (need == GMP_NEVER)
 		return GMP_NEVER;
 	ran = scx_bpf_now() - c->run_start;
@@ -1755,11 +1762,12 @@ static void preempt_for_wakeup(const struct task_struct *p, s32 cpu)
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct gmp_cpu *c = cpu_ctx(cpu);
 	struct task_ctx *tctx, *woken;
+	u32 rule = GMP_PREEMPT_ANY;
 	u64 wait;
 
 	if (!c)
 		return;
-	wait = preempt_wait(p, cpu, c);
+	wait = preempt_wait(p, cpu, c, &rule);
 	tctx = task_ctx(cur);
 	if (wait == GMP_NEVER || !tctx)
 		return;
@@ -1789,24 +1797,38 @@ static void preempt_for_wakeup(const struct task_struct *p, s32 cpu)
  * (docs/benchmarks.md, "A wakeup's preemption at once"). The outcome is
  * preempt_for_wakeup()'s: the woken task runs next here on a slice of its
  * own, and the preempted task is queued as it says. Traced as a runnext put
- * and a handoff pick, as handoff() is. Owner only.
+ * and a pick.preempt that names the task preempted, how long it ran and
+ * the rule that let it be preempted, which the checker holds to the
+ * trace's header. Owner only.
  */
 static bool preempt_at_once(struct task_struct *p, s32 cpu, u64 enq_flags)
 {
+	struct task_struct *cur = bpf_get_current_task_btf();
 	struct gmp_cpu *c = cpu_ctx(cpu);
 	struct task_ctx *tctx;
+	struct gmp_event *e;
+	u32 rule = GMP_PREEMPT_ANY;
 
 	/* The cheap test first: most wakeups (one process) never preempt. */
-	if (!c || c->held || preempt_wait(p, cpu, c) ||
+	if (!c || c->held || preempt_wait(p, cpu, c, &rule) ||
 	    scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) > 0 ||
 	    scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) > 0)
 		return false;
-	tctx = task_ctx(bpf_get_current_task_btf());
+	tctx = task_ctx(cur);
 	if (!tctx)
 		return false;
 	tctx->preempted = true;
 	tctx->resume_tick = c->tick_start;
 	run_here_next(p, cpu, c, slice_ns, enq_flags | SCX_ENQ_PREEMPT, GMP_STAT_WAKEUP_PREEMPT);
+	e = ev_new(GMP_EV_PICK, GMP_PICK_PREEMPT, cpu, p->pid);
+	if (e) {
+		e->n = e->want = 1;
+		e->other = cur->pid;
+		e->round = rule;
+		e->age = scx_bpf_now() - c->run_start;
+		ev_seen(e, c);
+		ev_send(e);
+	}
 	return true;
 }
 

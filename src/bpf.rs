@@ -281,6 +281,9 @@ pub fn run(
             let header = trace::Header {
                 params: params.clone(),
                 lrq_max_wait_ns: us_to_ns(policy.lrq_max_wait_us),
+                wakeup_preempt_ns: us_to_ns(policy.wakeup_preempt_us),
+                cross_preempt_ns: us_to_ns(policy.cross_process_preempt_us),
+                idle_slice_ns: us_to_ns(policy.idle_slice_us),
             };
             Some(Rc::new(RefCell::new(TraceFile::create(path, &header)?)))
         }

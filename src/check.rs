@@ -70,6 +70,10 @@ pub struct Report {
     /// LRQ heads run before runnext for their wait (`--lrq-max-wait-us`;
     /// not Go's).
     pub lrq_aged: usize,
+    /// Wakeups run at once on their CPU, preempting the task running there
+    /// (`--cross-process-preempt-us`, `--wakeup-preempt-us`,
+    /// `--idle-slice-us`; not Go's).
+    pub preempts: usize,
     /// LRQ tasks and GRQ heads run before the SCHED_IDLE task a CPU's own
     /// queues would run next (`--idle-slice-us`; not Go's).
     pub before_idle: usize,
@@ -122,8 +126,8 @@ impl std::fmt::Display for Report {
         )?;
         write!(
             f,
-            "differs from Go on purpose: {} kernel threads run directly, {} wakeups run directly on an idle CPU, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves, {} re-checks of a young runnext, {} global queue heads run for their wait, {} LRQ heads run before runnext for their wait, {} run before a SCHED_IDLE task",
-            self.kthread_puts, self.idle_puts, self.kept_prev, self.handoffs, self.late_moves, self.recheck_kicks, self.aged, self.lrq_aged, self.before_idle
+            "differs from Go on purpose: {} kernel threads run directly, {} wakeups run directly on an idle CPU, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves, {} re-checks of a young runnext, {} global queue heads run for their wait, {} LRQ heads run before runnext for their wait, {} run before a SCHED_IDLE task, {} wakeups run at once, preempting the running task",
+            self.kthread_puts, self.idle_puts, self.kept_prev, self.handoffs, self.late_moves, self.recheck_kicks, self.aged, self.lrq_aged, self.before_idle, self.preempts
         )
     }
 }
@@ -155,12 +159,14 @@ struct Cpu {
     last_idle: Option<u64>,
     /// Idle since then: nothing ran or was picked here, and no wakep() took it.
     idle_now: bool,
+    /// The task that last started running here (0: none seen yet).
+    running: i32,
 }
 
 struct Checker {
     p: Params,
-    /// `--lrq-max-wait-us` in ns, from the header; 0: off.
-    lrq_max_wait_ns: u64,
+    /// The header: the knobs that are not Go's, each in ns (0: off).
+    knobs: trace::Header,
     report: Report,
     queued: HashMap<i32, Queued>,
     /// Tasks that another CPU may take, queued on each CPU's queues and on
@@ -178,9 +184,9 @@ const SPINS_AHEAD_MAX: usize = 64;
 
 impl Checker {
     fn new(h: trace::Header) -> Self {
-        let p = h.params;
+        let p = h.params.clone();
         Self {
-            lrq_max_wait_ns: h.lrq_max_wait_ns,
+            knobs: h,
             cpus: vec![Cpu::default(); p.nprocs],
             spins_ahead: vec![BTreeMap::new(); p.nprocs],
             count: vec![0; p.nprocs + 1],
@@ -342,6 +348,7 @@ impl Checker {
         self.end_idle(e.cpu, e.ts);
         if let Some(c) = self.cpu(e.cpu) {
             c.idle_now = false;
+            c.running = e.pid;
         }
     }
 
@@ -511,9 +518,9 @@ impl Checker {
             gmp_pick_GMP_PICK_LRQ_AGED => {
                 self.report.lrq_aged += 1;
                 // age: how long the LRQ head had waited.
-                let ripe = self.lrq_max_wait_ns > 0 && e.age > self.lrq_max_wait_ns as i64;
+                let max = self.knobs.lrq_max_wait_ns;
+                let ripe = max > 0 && e.age > max as i64;
                 if !runnext_seen || e.seen_lrq <= 0 || !ripe {
-                    let max = self.lrq_max_wait_ns;
                     self.violation(
                         i,
                         e.cpu,
@@ -525,6 +532,7 @@ impl Checker {
                     );
                 }
             }
+            gmp_pick_GMP_PICK_PREEMPT => self.preempt(i, e),
             gmp_pick_GMP_PICK_LRQ_BEFORE_IDLE | gmp_pick_GMP_PICK_GRQ_BEFORE_IDLE => {
                 self.report.before_idle += 1;
                 // other: the SCHED_IDLE task passed over, on this CPU's
@@ -550,6 +558,54 @@ impl Checker {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// A wakeup run at once, preempting the task running on its CPU
+    /// (bpf/main.bpf.c preempt_at_once): not Go's, which never preempts for
+    /// a wakeup, so only by a rule the header turns on (`round`, enum
+    /// gmp_preempt), only once the preempted task has run as long as that
+    /// rule asks (`age`), and only the task that runs there (`other`).
+    fn preempt(&mut self, i: usize, e: &Event) {
+        self.report.preempts += 1;
+        let k = &self.knobs;
+        let (on, need, rule) = match e.round {
+            gmp_preempt_GMP_PREEMPT_IDLE => (k.idle_slice_ns > 0, 0, "idle_slice_ns"),
+            gmp_preempt_GMP_PREEMPT_CROSS => (
+                k.cross_preempt_ns > 0,
+                k.cross_preempt_ns,
+                "cross_preempt_ns",
+            ),
+            gmp_preempt_GMP_PREEMPT_ANY => (
+                k.wakeup_preempt_ns > 0,
+                k.wakeup_preempt_ns,
+                "wakeup_preempt_ns",
+            ),
+            _ => (false, 0, "no rule"),
+        };
+        if !on || e.age < need as i64 {
+            let set = if on { "" } else { " (0: off in the header)" };
+            self.violation(
+                i,
+                e.cpu,
+                "preempt-after",
+                format!(
+                    "a wakeup preempted task {} after it ran {} ns, by {rule} {need}{set}",
+                    e.other, e.age
+                ),
+            );
+        }
+        let running = self.cpu(e.cpu).map_or(0, |c| c.running);
+        if e.other <= 0 || (running > 0 && running != e.other) {
+            self.violation(
+                i,
+                e.cpu,
+                "preempt-running",
+                format!(
+                    "a wakeup preempted task {}, but task {running} runs there",
+                    e.other
+                ),
+            );
         }
     }
 
@@ -791,8 +847,10 @@ mod tests {
 
     fn trace_of(lines: &[&str]) -> String {
         let mut t = trace::header(&trace::Header {
-            params: Params::go(2),
             lrq_max_wait_ns: 1_000_000,
+            cross_preempt_ns: 250_000,
+            idle_slice_ns: 1_000_000,
+            ..trace::Header::go(2)
         });
         t.push('\n');
         for l in lines {
@@ -957,6 +1015,43 @@ mod tests {
             let v: Vec<_> = r.violations.iter().map(|v| v.rule).collect();
             assert_eq!(v, ["lrq-aged"], "{t}");
         }
+    }
+
+    #[test]
+    fn a_wakeup_preempts_at_once_only_by_a_rule_the_header_turns_on() {
+        // trace_of's header: cross_preempt_ns=250000, idle_slice_ns=1000000,
+        // wakeup_preempt_ns=0. Rule 1 is GMP_PREEMPT_CROSS.
+        let ok = trace_of(&[
+            "1 run.0 cpu=0 pid=7",
+            "250002 put.runnext why=wake cpu=0 pid=5 n=0",
+            "250003 pick.preempt cpu=0 pid=5 other=7 n=1 want=1 tick=1 rn=1 round=1 age=250001",
+            "250004 run.0 cpu=0 pid=5",
+            "250005 put.lrq why=preempt cpu=0 pid=7 n=1",
+        ]);
+        let r = check(ok.as_bytes()).unwrap();
+        assert!(r.ok(), "{r}");
+        assert_eq!(r.preempts, 1);
+        assert!(
+            r.to_string().contains("1 wakeups run at once, preempting"),
+            "{r}"
+        );
+        // A SCHED_IDLE task (rule 0) at once, while --idle-slice-us is on.
+        let idle = ok.replace("round=1 age=250001", "round=0 age=3");
+        assert!(check(idle.as_bytes()).unwrap().ok());
+        // Too soon, by a rule that is off, or not the task that runs there.
+        let soon = ok.replace("age=250001", "age=249999");
+        let any_off = ok.replace("round=1", "round=2");
+        let cross_off = ok.replace("cross_preempt_ns=250000", "cross_preempt_ns=0");
+        let idle_off = idle.replace("idle_slice_ns=1000000", "idle_slice_ns=0");
+        for t in [soon, any_off, cross_off, idle_off] {
+            let r = check(t.as_bytes()).unwrap();
+            let v: Vec<_> = r.violations.iter().map(|v| v.rule).collect();
+            assert_eq!(v, ["preempt-after"], "{t}");
+        }
+        let other = ok.replace("other=7", "other=8");
+        let r = check(other.as_bytes()).unwrap();
+        let v: Vec<_> = r.violations.iter().map(|v| v.rule).collect();
+        assert_eq!(v, ["preempt-running"], "{other}");
     }
 
     #[test]

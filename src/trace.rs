@@ -50,6 +50,7 @@ const PICKS: [&str; gmp_pick_GMP_NR_PICK as usize] = [
     "lrq-before-idle",
     "grq-before-idle",
     "lrq-aged",
+    "preempt",
 ];
 const MOVES: [&str; gmp_move_GMP_NR_MOVE as usize] = ["kicked", "overflow", "pending"];
 const WHYS: [&str; gmp_why_GMP_NR_WHY as usize] = [
@@ -230,26 +231,46 @@ impl fmt::Display for Event {
     }
 }
 
-/// What a trace's header carries: Go's parameters, and the one knob that is
-/// not Go's whose decisions the checker holds to a number
-/// (`--lrq-max-wait-us`; 0: off).
+/// What a trace's header carries: Go's parameters, and the knobs that are
+/// not Go's whose decisions the checker holds to a number (each 0: off).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
     pub params: Params,
+    /// `--lrq-max-wait-us`: an LRQ head runs before runnext after this wait.
     pub lrq_max_wait_ns: u64,
+    /// `--wakeup-preempt-us`: a wakeup preempts a task that ran this long.
+    pub wakeup_preempt_ns: u64,
+    /// `--cross-process-preempt-us`: the same, for a task of another process.
+    pub cross_preempt_ns: u64,
+    /// `--idle-slice-us`: not 0, a wakeup preempts a SCHED_IDLE task at once.
+    pub idle_slice_ns: u64,
+}
+
+impl Header {
+    /// A header with Go's parameters for `nprocs` CPUs and every knob off.
+    pub fn go(nprocs: usize) -> Self {
+        Self {
+            params: Params::go(nprocs),
+            lrq_max_wait_ns: 0,
+            wakeup_preempt_ns: 0,
+            cross_preempt_ns: 0,
+            idle_slice_ns: 0,
+        }
+    }
 }
 
 /// The header line: the parameters a checker needs.
 pub fn header(h: &Header) -> String {
     let p = &h.params;
     format!(
-        "{HEADER} {VERSION} nprocs={} lrq_cap={} global_every={} steal_tries={} runnext_grace_ns={} slice_ns={} min_slice_ns={} lrq_max_wait_ns={}",
-        p.nprocs, p.lrq_cap, p.global_every, p.steal_tries, p.runnext_grace_ns, p.slice_ns, p.min_slice_ns, h.lrq_max_wait_ns
+        "{HEADER} {VERSION} nprocs={} lrq_cap={} global_every={} steal_tries={} runnext_grace_ns={} slice_ns={} min_slice_ns={} lrq_max_wait_ns={} wakeup_preempt_ns={} cross_preempt_ns={} idle_slice_ns={}",
+        p.nprocs, p.lrq_cap, p.global_every, p.steal_tries, p.runnext_grace_ns, p.slice_ns, p.min_slice_ns,
+        h.lrq_max_wait_ns, h.wakeup_preempt_ns, h.cross_preempt_ns, h.idle_slice_ns
     )
 }
 
-/// Read the parameters back from a header line (one without
-/// `lrq_max_wait_ns`, from before that knob, has it off).
+/// Read the parameters back from a header line (a knob that a header from
+/// before it does not name is off).
 pub fn parse_header(line: &str) -> Result<Header> {
     let rest = line
         .strip_prefix(HEADER)
@@ -262,10 +283,7 @@ pub fn parse_header(line: &str) -> Result<Header> {
     if version != VERSION {
         bail!("trace version {version}; this scx_gmp reads version {VERSION}");
     }
-    let mut h = Header {
-        params: Params::go(1),
-        lrq_max_wait_ns: 0,
-    };
+    let mut h = Header::go(1);
     let p = &mut h.params;
     for word in words {
         let (k, v) = word
@@ -281,6 +299,9 @@ pub fn parse_header(line: &str) -> Result<Header> {
             "slice_ns" => p.slice_ns = v,
             "min_slice_ns" => p.min_slice_ns = v,
             "lrq_max_wait_ns" => h.lrq_max_wait_ns = v,
+            "wakeup_preempt_ns" => h.wakeup_preempt_ns = v,
+            "cross_preempt_ns" => h.cross_preempt_ns = v,
+            "idle_slice_ns" => h.idle_slice_ns = v,
             _ => bail!("unknown header field {k:?}"),
         }
     }
@@ -343,14 +364,27 @@ mod tests {
     #[test]
     fn the_header_names_the_parameters() {
         let mut h = Header {
-            params: Params::go(3),
             lrq_max_wait_ns: 5000,
+            wakeup_preempt_ns: 6000,
+            cross_preempt_ns: 250_000,
+            idle_slice_ns: 1_000_000,
+            ..Header::go(3)
         };
         h.params.runnext_grace_ns = 7000;
         let back = parse_header(&header(&h)).unwrap();
         assert_eq!(back, h);
-        let old = header(&h).replace(" lrq_max_wait_ns=5000", "");
-        assert_eq!(parse_header(&old).unwrap().lrq_max_wait_ns, 0);
+        let old = header(&h)
+            .split(" lrq_max_wait_ns")
+            .next()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            parse_header(&old).unwrap(),
+            Header {
+                params: h.params.clone(),
+                ..Header::go(3)
+            }
+        );
         assert!(parse_header("# scx_gmp trace 9 nprocs=1").is_err());
         assert!(parse_header("hello").is_err());
     }

@@ -994,6 +994,11 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
     // task was preempted.
     assert!(num(&r.stdout, "xpreempt_puts") > 0, "{}", r.stdout);
     assert_eq!(num(&r.stdout, "gopreempt_puts"), 0, "{}", r.stdout);
+    // Some of those wakeups ran at once in the hog's place
+    // (preempt_at_once()), each traced as a pick.preempt that the checker
+    // held to the header's preemption knobs; with Go's rule, none.
+    assert!(num(&r.stdout, "xpreempt_at_once") > 0, "{}", r.stdout);
+    assert_eq!(num(&r.stdout, "gopreempt_at_once"), 0, "{}", r.stdout);
     // Beside SCHED_IDLE hogs, CPUs ran other tasks before them
     // (idle_last()), and no task that is not a hog waited on the GRQ for
     // the 61st schedtick: 60 to 108 ms before, 7 to 17 ms since.

@@ -31,11 +31,14 @@ traced stress stress-ng -t 20 --aggressive -M -c "$n" -f "$n" --affinity 1 \
 	--affinity-delay 1 --affinity-pin
 # timers_beside_hogs NAME: cyclictest's timer wakeups beside a CPU hog on
 # every CPU, traced as NAME; NAME_puts= counts the preempted tasks' puts
-# (why=preempt), which must keep to the rules too.
+# (why=preempt), which must keep to the rules too, and NAME_at_once= the
+# wakeups run at once in their place (pick.preempt), which the checker holds
+# to the preemption knobs in the trace's header.
 timers_beside_hogs() {
 	traced "$1" sh -c "stress-ng --cpu $n -t 6 >/dev/null 2>&1 &
 	cyclictest -m -q -t $n -i 1000 -D 5 >/dev/null; wait"
 	echo "$1_puts=$(grep -c ' why=preempt ' "/tmp/$1.trace")"
+	echo "$1_at_once=$(grep -c ' pick[.]preempt ' "/tmp/$1.trace")"
 }
 # With wakeup preemption for every task; under the defaults, where a timer
 # wakeup preempts a CPU hog of another process (--cross-process-preempt-us);
