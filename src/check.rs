@@ -862,7 +862,12 @@ mod tests {
     }
 
     fn rules(lines: &[&str]) -> Vec<&'static str> {
-        let r = check(trace_of(lines).as_bytes()).unwrap();
+        rules_in(&trace_of(lines))
+    }
+
+    /// The rules a whole trace breaks.
+    fn rules_in(trace: &str) -> Vec<&'static str> {
+        let r = check(trace.as_bytes()).unwrap();
         r.violations.iter().map(|v| v.rule).collect()
     }
 
@@ -1011,9 +1016,7 @@ mod tests {
         let alone = ok.replace(" rn=1", "");
         let off = ok.replace("lrq_max_wait_ns=1000000", "lrq_max_wait_ns=0");
         for t in [young, alone, off] {
-            let r = check(t.as_bytes()).unwrap();
-            let v: Vec<_> = r.violations.iter().map(|v| v.rule).collect();
-            assert_eq!(v, ["lrq-aged"], "{t}");
+            assert_eq!(rules_in(&t), ["lrq-aged"], "{t}");
         }
     }
 
@@ -1044,14 +1047,10 @@ mod tests {
         let cross_off = ok.replace("cross_preempt_ns=250000", "cross_preempt_ns=0");
         let idle_off = idle.replace("idle_slice_ns=1000000", "idle_slice_ns=0");
         for t in [soon, any_off, cross_off, idle_off] {
-            let r = check(t.as_bytes()).unwrap();
-            let v: Vec<_> = r.violations.iter().map(|v| v.rule).collect();
-            assert_eq!(v, ["preempt-after"], "{t}");
+            assert_eq!(rules_in(&t), ["preempt-after"], "{t}");
         }
         let other = ok.replace("other=7", "other=8");
-        let r = check(other.as_bytes()).unwrap();
-        let v: Vec<_> = r.violations.iter().map(|v| v.rule).collect();
-        assert_eq!(v, ["preempt-running"], "{other}");
+        assert_eq!(rules_in(&other), ["preempt-running"], "{other}");
     }
 
     #[test]
