@@ -2064,14 +2064,27 @@ void BPF_STRUCT_OPS(gmp_cpu_online, s32 cpu)
 
 void BPF_STRUCT_OPS(gmp_running, struct task_struct *p)
 {
-	struct gmp_cpu *c = cpu_ctx(bpf_get_smp_processor_id());
+	s32 cpu = scx_bpf_task_cpu(p);
+	struct gmp_cpu *c = cpu_ctx(cpu);
 	struct task_ctx *tctx = task_ctx(p);
 
 	p->scx.slice = idle_slice(p, p->scx.slice, idle_slice_ns);
 	if (!c)
 		return;
+	/*
+	 * Called from another CPU, running() restores the task that already
+	 * runs on @cpu, after a change made to it from there (its affinity, its
+	 * nice value): its run, schedtick and slice go on. Taken as a new run
+	 * of the calling CPU, it gave that CPU's task this one's run start, and
+	 * a wakeup there preempted it for a run it had not had (the checker's
+	 * preempt-running rule found it, under stress-ng's affinity changes).
+	 */
+	if (cpu != bpf_get_smp_processor_id()) {
+		ev_simple(GMP_EV_RUN, 1, cpu, p->pid, -1);
+		return;
+	}
 	c->run_start = scx_bpf_now();
-	stop_spinning(bpf_get_smp_processor_id(), c);
+	stop_spinning(cpu, c);
 	if (tctx && tctx->queued_at) {
 		s64 waited = queued_ns(tctx, scx_bpf_now());
 
@@ -2087,13 +2100,13 @@ void BPF_STRUCT_OPS(gmp_running, struct task_struct *p)
 	}
 	if (tctx && tctx->inherit) {
 		tctx->inherit = false; /* runnext: schedtick and slice go on */
-		ev_simple(GMP_EV_RUN, 1, bpf_get_smp_processor_id(), p->pid, -1);
+		ev_simple(GMP_EV_RUN, 1, cpu, p->pid, -1);
 		return;
 	}
 	c->schedtick++;
 	c->tick_start = scx_bpf_now();
 	c->retake_at = 0;
-	ev_simple(GMP_EV_RUN, 0, bpf_get_smp_processor_id(), p->pid, -1);
+	ev_simple(GMP_EV_RUN, 0, cpu, p->pid, -1);
 }
 
 /* Trace only: @p stopped being runnable, so it left the queues. */
