@@ -146,6 +146,8 @@ struct gmp_cpu {
 	unsigned long long tick_start;
 	/* When the running task last started running here (ns). Owner only. */
 	unsigned long long run_start;
+	/* That task: a wakeup preempts no other (preempt_wait()). Owner only. */
+	int run_pid;
 	/* When runnext was last filled (ns). Written by whichever CPU fills it
 	 * (the waker), read by thieves: a hint, read without a lock. */
 	unsigned long long runnext_at;

@@ -1681,14 +1681,16 @@ static u64 preempt_after(const struct task_struct *p, const struct task_struct *
  * How much longer the task running on @cpu (@c) must run before woken @p
  * preempts it: 0, at once; GMP_NEVER, not at all (preempt_after(), which
  * sets @rule), or not from here (an idle CPU's interrupt, an exiting waker,
- * another CPU). For preempt_for_wakeup() and preempt_at_once(). Owner only.
+ * another CPU, a task that gmp_running() did not start here, whose run
+ * run_start does not time). For preempt_for_wakeup() and preempt_at_once(). Owner only.
  */
 static u64 preempt_wait(const struct task_struct *p, s32 cpu, const struct gmp_cpu *c, u32 *rule)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	u64 need, ran;
 
-	if (!cur->pid || (cur->flags & PF_EXITING) || cpu != bpf_get_smp_processor_id())
+	if (!cur->pid || cur->pid != c->run_pid || (cur->flags & PF_EXITING) ||
+	    cpu != bpf_get_smp_processor_id())
 		return GMP_NEVER;
 	need = preempt_after(p, cur, rule);
 	if (need == GMP_NEVER)
@@ -2084,6 +2086,7 @@ void BPF_STRUCT_OPS(gmp_running, struct task_struct *p)
 		return;
 	}
 	c->run_start = scx_bpf_now();
+	c->run_pid = p->pid;
 	stop_spinning(cpu, c);
 	if (tctx && tctx->queued_at) {
 		s64 waited = queued_ns(tctx, scx_bpf_now());
