@@ -1681,8 +1681,9 @@ static u64 preempt_after(const struct task_struct *p, const struct task_struct *
  * How much longer the task running on @cpu (@c) must run before woken @p
  * preempts it: 0, at once; GMP_NEVER, not at all (preempt_after(), which
  * sets @rule), or not from here (an idle CPU's interrupt, an exiting waker,
- * another CPU, a task that gmp_running() did not start here, whose run
- * run_start does not time). For preempt_for_wakeup() and preempt_at_once(). Owner only.
+ * another CPU, or a task that gmp_running() did not start here: @c's
+ * run_start does not time its run). For preempt_for_wakeup() and
+ * preempt_at_once(). Owner only.
  */
 static u64 preempt_wait(const struct task_struct *p, s32 cpu, const struct gmp_cpu *c, u32 *rule)
 {
