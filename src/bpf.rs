@@ -134,11 +134,12 @@ impl<'a> Scheduler<'a> {
         rodata.ready_idle_slow = policy.ready_idle_slow_pct * gmp_consts_GMP_KICK_SHARE_ONE / 100;
         rodata.cross_process_idle = !policy.go_cross_process;
         rodata.global_max_wait_ns = policy.global_max_wait_ms * 1_000_000;
-        rodata.lrq_max_wait_ns = us_to_ns(policy.lrq_max_wait_us);
-        rodata.wakeup_preempt_ns = us_to_ns(policy.wakeup_preempt_us);
-        rodata.cross_preempt_ns = us_to_ns(policy.cross_process_preempt_us);
+        let knobs = policy.knobs();
+        rodata.lrq_max_wait_ns = knobs.lrq_max_wait_ns;
+        rodata.wakeup_preempt_ns = knobs.wakeup_preempt_ns;
+        rodata.cross_preempt_ns = knobs.cross_preempt_ns;
+        rodata.idle_slice_ns = knobs.idle_slice_ns;
         rodata.wakep_delay_ns = us_to_ns(policy.wakep_delay_us);
-        rodata.idle_slice_ns = us_to_ns(policy.idle_slice_us);
         rodata.nr_cpus = nr_cpus as u32;
         let cp = coprimes(nr_cpus as u32);
         rodata.nr_coprimes = cp.len() as u32;
@@ -280,10 +281,7 @@ pub fn run(
         Some(path) => {
             let header = trace::Header {
                 params: params.clone(),
-                lrq_max_wait_ns: us_to_ns(policy.lrq_max_wait_us),
-                wakeup_preempt_ns: us_to_ns(policy.wakeup_preempt_us),
-                cross_preempt_ns: us_to_ns(policy.cross_process_preempt_us),
-                idle_slice_ns: us_to_ns(policy.idle_slice_us),
+                knobs: policy.knobs(),
             };
             Some(Rc::new(RefCell::new(TraceFile::create(path, &header)?)))
         }

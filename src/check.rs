@@ -165,8 +165,8 @@ struct Cpu {
 
 struct Checker {
     p: Params,
-    /// The header: the knobs that are not Go's, each in ns (0: off).
-    knobs: trace::Header,
+    /// The knobs that are not Go's, each in ns (0: off).
+    knobs: trace::Knobs,
     report: Report,
     queued: HashMap<i32, Queued>,
     /// Tasks that another CPU may take, queued on each CPU's queues and on
@@ -184,9 +184,9 @@ const SPINS_AHEAD_MAX: usize = 64;
 
 impl Checker {
     fn new(h: trace::Header) -> Self {
-        let p = h.params.clone();
+        let trace::Header { params: p, knobs } = h;
         Self {
-            knobs: h,
+            knobs,
             cpus: vec![Cpu::default(); p.nprocs],
             spins_ahead: vec![BTreeMap::new(); p.nprocs],
             count: vec![0; p.nprocs + 1],
@@ -847,9 +847,12 @@ mod tests {
 
     fn trace_of(lines: &[&str]) -> String {
         let mut t = trace::header(&trace::Header {
-            lrq_max_wait_ns: 1_000_000,
-            cross_preempt_ns: 250_000,
-            idle_slice_ns: 1_000_000,
+            knobs: trace::Knobs {
+                lrq_max_wait_ns: 1_000_000,
+                cross_preempt_ns: 250_000,
+                idle_slice_ns: 1_000_000,
+                ..Default::default()
+            },
             ..trace::Header::go(2)
         });
         t.push('\n');

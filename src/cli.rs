@@ -9,6 +9,7 @@ use clap::Parser;
 use crate::bpf_intf::*;
 use crate::model::{us_to_ns, Params};
 use crate::sim::SimOpts;
+use crate::trace::Knobs;
 
 /// Exit code of scx_gmp-user for "the kernel asked for a restart" (a CPU
 /// hotplug during the load): `scx_gmp --mode user` then starts a fresh one.
@@ -245,8 +246,8 @@ pub fn timed_not_go(options: &[(u64, &str)]) -> String {
 }
 
 impl PolicyOpts {
-    /// The model's parameters for `nprocs` Ps: the one place the knobs turn
-    /// from microseconds into nanoseconds.
+    /// The model's parameters for `nprocs` Ps. This and knobs() are where the
+    /// knobs turn from microseconds into nanoseconds.
     pub fn params(&self, nprocs: usize, seed: u64) -> Params {
         Params {
             nprocs,
@@ -257,6 +258,17 @@ impl PolicyOpts {
             min_slice_ns: us_to_ns(self.min_slice_us),
             runnext_grace_ns: us_to_ns(self.runnext_grace_us),
             seed,
+        }
+    }
+
+    /// The knobs that are not Go's and that a trace's checker holds to a
+    /// number, in ns.
+    pub fn knobs(&self) -> Knobs {
+        Knobs {
+            lrq_max_wait_ns: us_to_ns(self.lrq_max_wait_us),
+            wakeup_preempt_ns: us_to_ns(self.wakeup_preempt_us),
+            cross_preempt_ns: us_to_ns(self.cross_process_preempt_us),
+            idle_slice_ns: us_to_ns(self.idle_slice_us),
         }
     }
 }

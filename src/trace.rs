@@ -231,11 +231,10 @@ impl fmt::Display for Event {
     }
 }
 
-/// What a trace's header carries: Go's parameters, and the knobs that are
-/// not Go's whose decisions the checker holds to a number (each 0: off).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Header {
-    pub params: Params,
+/// The knobs that are not Go's whose decisions the checker holds to a
+/// number, each in ns (0: off, Go's rule).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Knobs {
     /// `--lrq-max-wait-us`: an LRQ head runs before runnext after this wait.
     pub lrq_max_wait_ns: u64,
     /// `--wakeup-preempt-us`: a wakeup preempts a task that ran this long.
@@ -246,26 +245,31 @@ pub struct Header {
     pub idle_slice_ns: u64,
 }
 
+/// What a trace's header carries: Go's parameters, and the knobs that are
+/// not Go's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub params: Params,
+    pub knobs: Knobs,
+}
+
 impl Header {
     /// A header with Go's parameters for `nprocs` CPUs and every knob off.
     pub fn go(nprocs: usize) -> Self {
         Self {
             params: Params::go(nprocs),
-            lrq_max_wait_ns: 0,
-            wakeup_preempt_ns: 0,
-            cross_preempt_ns: 0,
-            idle_slice_ns: 0,
+            knobs: Knobs::default(),
         }
     }
 }
 
 /// The header line: the parameters a checker needs.
 pub fn header(h: &Header) -> String {
-    let p = &h.params;
+    let (p, k) = (&h.params, &h.knobs);
     format!(
         "{HEADER} {VERSION} nprocs={} lrq_cap={} global_every={} steal_tries={} runnext_grace_ns={} slice_ns={} min_slice_ns={} lrq_max_wait_ns={} wakeup_preempt_ns={} cross_preempt_ns={} idle_slice_ns={}",
         p.nprocs, p.lrq_cap, p.global_every, p.steal_tries, p.runnext_grace_ns, p.slice_ns, p.min_slice_ns,
-        h.lrq_max_wait_ns, h.wakeup_preempt_ns, h.cross_preempt_ns, h.idle_slice_ns
+        k.lrq_max_wait_ns, k.wakeup_preempt_ns, k.cross_preempt_ns, k.idle_slice_ns
     )
 }
 
@@ -284,13 +288,15 @@ pub fn parse_header(line: &str) -> Result<Header> {
         bail!("trace version {version}; this scx_gmp reads version {VERSION}");
     }
     let mut h = Header::go(1);
-    let p = &mut h.params;
+    let (p, k) = (&mut h.params, &mut h.knobs);
     for word in words {
-        let (k, v) = word
+        let (name, v) = word
             .split_once('=')
             .ok_or_else(|| anyhow!("bad header field {word:?}"))?;
-        let v: u64 = v.parse().with_context(|| format!("bad header {k}={v}"))?;
-        match k {
+        let v: u64 = v
+            .parse()
+            .with_context(|| format!("bad header {name}={v}"))?;
+        match name {
             "nprocs" => p.nprocs = v as usize,
             "lrq_cap" => p.lrq_cap = v as usize,
             "global_every" => p.global_every = v as u32,
@@ -298,11 +304,11 @@ pub fn parse_header(line: &str) -> Result<Header> {
             "runnext_grace_ns" => p.runnext_grace_ns = v,
             "slice_ns" => p.slice_ns = v,
             "min_slice_ns" => p.min_slice_ns = v,
-            "lrq_max_wait_ns" => h.lrq_max_wait_ns = v,
-            "wakeup_preempt_ns" => h.wakeup_preempt_ns = v,
-            "cross_preempt_ns" => h.cross_preempt_ns = v,
-            "idle_slice_ns" => h.idle_slice_ns = v,
-            _ => bail!("unknown header field {k:?}"),
+            "lrq_max_wait_ns" => k.lrq_max_wait_ns = v,
+            "wakeup_preempt_ns" => k.wakeup_preempt_ns = v,
+            "cross_preempt_ns" => k.cross_preempt_ns = v,
+            "idle_slice_ns" => k.idle_slice_ns = v,
+            _ => bail!("unknown header field {name:?}"),
         }
     }
     Ok(h)
@@ -364,10 +370,12 @@ mod tests {
     #[test]
     fn the_header_names_the_parameters() {
         let mut h = Header {
-            lrq_max_wait_ns: 5000,
-            wakeup_preempt_ns: 6000,
-            cross_preempt_ns: 250_000,
-            idle_slice_ns: 1_000_000,
+            knobs: Knobs {
+                lrq_max_wait_ns: 5000,
+                wakeup_preempt_ns: 6000,
+                cross_preempt_ns: 250_000,
+                idle_slice_ns: 1_000_000,
+            },
             ..Header::go(3)
         };
         h.params.runnext_grace_ns = 7000;
