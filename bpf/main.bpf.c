@@ -92,8 +92,16 @@ s32 snap_grq;		/* GRQ length, filled by snapshot() */
 s32 snap_idle;		/* idle CPUs, filled by snapshot() */
 s64 kick_slow_share;	/* recent slow kicks, of GMP_KICK_SHARE_ONE: kick_answered() */
 
+/*
+ * task_ctx.runnext_cpu: gmp_select_cpu() put the woken task in no runnext,
+ * so gmp_enqueue() queues it on its CPU's LRQ wherever the kernel calls it.
+ * Called on the task's own CPU from the kernel's wakeup IPI, it took that
+ * CPU for the waker's, and put the task in its runnext.
+ */
+#define GMP_NOT_NEXT -2
+
 struct task_ctx {
-	s32 runnext_cpu;	/* select_cpu() chose this waker CPU's runnext */
+	s32 runnext_cpu;	/* select_cpu() chose this waker CPU's runnext; GMP_NOT_NEXT: none */
 	bool sync;		/* ... in a sync wakeup: the waker is about to sleep */
 	bool yielded;		/* the slice ended in sched_yield() */
 	bool inherit;		/* dispatched from runnext: keeps the slice */
@@ -263,16 +271,33 @@ static bool is_pinned(const struct task_struct *p)
 	return p->nr_cpus_allowed == 1;
 }
 
+/* The kernel's MAX_RT_PRIO (include/linux/sched/prio.h). */
+#define GMP_MAX_RT_PRIO 100
+
+/*
+ * Does @t run in a class above sched_ext's: stop, deadline or real-time, or
+ * boosted into one by a lock it holds? Any CPU.
+ */
+static bool above_ext(const struct task_struct *t)
+{
+	return t->prio < GMP_MAX_RT_PRIO;
+}
+
 /*
  * Does a higher class (RT, deadline) hold @cpu (entersyscall), or is it
  * offline (procresize)? Wakeups that may run elsewhere are not placed there
- * until it is back. Any CPU.
+ * until it is back. The kernel calls gmp_cpu_release() only when such a
+ * task preempts one of ours: one that starts on an idle CPU holds it
+ * unannounced, so this CPU also looks at its own running task (a real-time
+ * waker). Any CPU.
  */
 static bool cpu_held(s32 cpu)
 {
 	struct gmp_cpu *c = cpu_ctx(cpu);
 
-	return c && c->held;
+	if (c && c->held)
+		return true;
+	return cpu == bpf_get_smp_processor_id() && above_ext(bpf_get_current_task_btf());
 }
 
 /* Mark @c held (@held) or not, keeping nr_held in step. Any CPU. */
@@ -1578,7 +1603,7 @@ s32 BPF_STRUCT_OPS(gmp_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
 		tctx->sync = wake_flags & SCX_WAKE_SYNC;
 		return cpu;
 	}
-	tctx->runnext_cpu = -1;
+	tctx->runnext_cpu = GMP_NOT_NEXT;
 	return unheld_cpu(p, prev_cpu);
 }
 
@@ -1884,7 +1909,8 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 
 		if (tctx)
 			tctx->woken = true;
-		if (waker < 0)
+		/* No select_cpu() (a pinned task): the CPU that queues it wakes it. */
+		if (waker == -1)
 			waker = bpf_get_smp_processor_id();
 		next = waker == cpu && may_run(p, cpu);
 		if (next && sync && !go_handoff && handoff(p, cpu, enq_flags))

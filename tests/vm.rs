@@ -941,6 +941,7 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
         "wakepdelay",
         "readyidle",
         "lrqaged",
+        "rtwaker",
         "crossproc",
     ] {
         let start = r
@@ -999,6 +1000,11 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
     // held to the header's preemption knobs; with Go's rule, none.
     assert!(num(&r.stdout, "xpreempt_at_once") > 0, "{}", r.stdout);
     assert_eq!(num(&r.stdout, "gopreempt_at_once"), 0, "{}", r.stdout);
+    // A real-time shell's wakeups of a task of ours never queued it on the
+    // shell's own CPU, which the shell holds unannounced when it started
+    // there from idle (before the fix, 194 of 200 were).
+    assert!(num(&r.stdout, "rtwaker_rt_wakes") >= 100, "{}", r.stdout);
+    assert_eq!(num(&r.stdout, "rtwaker_on_rt_cpu"), 0, "{}", r.stdout);
     // Beside SCHED_IDLE hogs, CPUs ran other tasks before them
     // (idle_last()), and no task that is not a hog waited on the GRQ for
     // the 61st schedtick: 60 to 108 ms before, 7 to 17 ms since.

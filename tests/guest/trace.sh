@@ -108,6 +108,41 @@ echo "slowkick_idle_puts=$(awk '$2 == "put.idle"' /tmp/slowkick.trace | wc -l)"
 GMP_ARGS="--lrq-max-wait-us 500" traced lrqaged "$GMP_LOAD" request --workers $((4 * n)) \
 	--load 0.3 --secs 3
 echo "lrq_aged=$(awk '$2 == "pick.lrq-aged"' /tmp/lrqaged.trace | wc -l)"
+# A real-time waker: a SCHED_FIFO shell writes to a pipe that a task of
+# ours reads. The shell holds its CPU as a syscall holds Go's P, but the
+# kernel says so (cpu_release) only when it preempts one of our tasks, and
+# this one mostly starts on an idle CPU. So no wakeup that the shell makes
+# may put the reader on the shell's own CPU, read from the kernel's
+# sched_waking (the waker and its CPU) and sched_wakeup (the CPU it was
+# queued on) events: rtwaker_rt_wakes= the shell's wakeups of the reader,
+# rtwaker_on_rt_cpu= those queued on the shell's CPU. --go-cross-process
+# leaves out the idle CPUs that a wakeup into another process goes to.
+rt_waker() {
+	chrt -f 10 sh -c 'echo $$ >/tmp/writer.pid
+		i=0; while [ $i -lt 200 ]; do echo x; sleep 0.002; i=$((i + 1)); done' |
+		sh -c 'echo $$ >/tmp/reader.pid; exec cat >/dev/null'
+}
+T=/sys/kernel/tracing
+[ -d $T/events/sched ] || mount -t tracefs nodev $T
+for ev in sched_waking sched_wakeup; do
+	echo 'comm == "cat"' >$T/events/sched/$ev/filter
+	echo 1 >$T/events/sched/$ev/enable
+done
+echo >$T/trace
+GMP_ARGS="--go-cross-process" traced rtwaker rt_waker
+echo 0 >$T/events/sched/enable
+# Lines: "WAKER-PID [CPU] FLAGS TS: sched_waking: comm=cat pid=N ...", then
+# "... sched_wakeup: comm=cat pid=N prio=P target_cpu=C". A waking in an
+# interrupt (h or s in FLAGS) is not the shell's own.
+awk -v w="sh-$(cat /tmp/writer.pid)" -v r="pid=$(cat /tmp/reader.pid)" '
+	$0 !~ " " r " " { next }
+	/sched_waking:/ { waker = ($1 == w && $3 !~ /[hs]/) ? $2 : ""; next }
+	/sched_wakeup:/ && waker != "" {
+		split($NF, t, "="); rt++
+		if ("[" sprintf("%03d", t[2]) "]" == waker) on++
+		waker = ""
+	}
+	END { printf "rtwaker_rt_wakes=%d rtwaker_on_rt_cpu=%d\n", rt, on }' $T/trace
 
 # One decision altered: the first steal claims to have wanted one task more.
 awk '!done && $2 == "pick.steal" {
