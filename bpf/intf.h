@@ -242,6 +242,7 @@ enum gmp_why {
 	GMP_WHY_HANDOFF,	/* handoffp: from a CPU a real-time task holds, to the GRQ */
 	GMP_WHY_PREEMPT,	/* preempted by a wakeup (--wakeup-preempt-us): runs next */
 	GMP_WHY_PROCRESIZE,	/* procresize: from a CPU on its way offline, to the GRQ */
+	GMP_WHY_ONCPU,		/* woken while still leaving its CPU: queued there, waker unknown */
 	GMP_NR_WHY,
 };
 

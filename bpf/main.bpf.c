@@ -1615,9 +1615,9 @@ s32 BPF_STRUCT_OPS(gmp_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake
  * check. Owner only.
  */
 static __always_inline void run_here_next(struct task_struct *p, s32 cpu, struct gmp_cpu *c,
-					  u64 slice, u64 enq_flags, enum gmp_stat stat)
+					  u64 slice, u64 enq_flags, u32 why, enum gmp_stat stat)
 {
-	ev_put(GMP_PUT_RUNNEXT, GMP_WHY_WAKE, cpu, p, lrq_len(cpu));
+	ev_put(GMP_PUT_RUNNEXT, why, cpu, p, lrq_len(cpu));
 	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice, enq_flags);
 	stat_add(GMP_STAT_RUNNEXT_PUT, 1);
 	stat_add(GMP_STAT_RUNNEXT_HIT, 1);
@@ -1651,7 +1651,7 @@ static bool handoff(struct task_struct *p, s32 cpu, u64 enq_flags)
 	if (!left)
 		return false;
 	tctx->inherit = true;
-	run_here_next(p, cpu, c, left, enq_flags, GMP_STAT_HANDOFF);
+	run_here_next(p, cpu, c, left, enq_flags, GMP_WHY_WAKE, GMP_STAT_HANDOFF);
 	ev_pick(GMP_PICK_HANDOFF, cpu, p->pid, 1, 1, 0, -1);
 	return true;
 }
@@ -1829,7 +1829,7 @@ static void preempt_for_wakeup(const struct task_struct *p, s32 cpu)
  * the rule that let it be preempted, which the checker holds to the
  * trace's header. Owner only.
  */
-static bool preempt_at_once(struct task_struct *p, s32 cpu, u64 enq_flags)
+static bool preempt_at_once(struct task_struct *p, s32 cpu, u32 why, u64 enq_flags)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct gmp_cpu *c = cpu_ctx(cpu);
@@ -1847,7 +1847,8 @@ static bool preempt_at_once(struct task_struct *p, s32 cpu, u64 enq_flags)
 		return false;
 	tctx->preempted = true;
 	tctx->resume_tick = c->tick_start;
-	run_here_next(p, cpu, c, slice_ns, enq_flags | SCX_ENQ_PREEMPT, GMP_STAT_WAKEUP_PREEMPT);
+	run_here_next(p, cpu, c, slice_ns, enq_flags | SCX_ENQ_PREEMPT, why,
+		      GMP_STAT_WAKEUP_PREEMPT);
 	e = ev_new(GMP_EV_PICK, GMP_PICK_PREEMPT, cpu, p->pid);
 	if (e) {
 		e->n = e->want = 1;
@@ -1905,19 +1906,31 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 	}
 
 	if (waker >= 0 || (enq_flags & SCX_ENQ_WAKEUP)) {
+		u32 why = GMP_WHY_WAKE;
 		bool next;
 
 		if (tctx)
 			tctx->woken = true;
-		/* No select_cpu() (a pinned task): the CPU that queues it wakes it. */
-		if (waker == -1)
+		/*
+		 * No select_cpu(): a pinned task, whose waker is the CPU that
+		 * queues it; or one woken while it still left its CPU, which the
+		 * kernel queues there from its wakeup IPI, without select_cpu():
+		 * the waker, on another CPU, is unknown here, and the task goes
+		 * to its own CPU's runnext (why=oncpu; README: "Where Linux
+		 * differs from Go").
+		 */
+		if (waker == -1) {
 			waker = bpf_get_smp_processor_id();
+			if (!is_pinned(p) && !p->migration_disabled)
+				why = GMP_WHY_ONCPU;
+		}
 		next = waker == cpu && may_run(p, cpu);
 		if (next && sync && !go_handoff && handoff(p, cpu, enq_flags))
 			return;
-		if (next && !sync && (enq_flags & SCX_ENQ_WAKEUP) && preempt_at_once(p, cpu, enq_flags))
+		if (next && !sync && (enq_flags & SCX_ENQ_WAKEUP) &&
+		    preempt_at_once(p, cpu, why, enq_flags))
 			return;
-		runqput(p, cpu, next, GMP_WHY_WAKE, enq_flags);
+		runqput(p, cpu, next, why, enq_flags);
 		if (next && !go_wakep && idle_waker(cpu)) {
 			stat_add(GMP_STAT_IDLE_WAKE, 1);
 			return;

@@ -277,7 +277,8 @@ impl Checker {
                 c.retook = true;
             }
         }
-        if e.why == gmp_why_GMP_WHY_WAKE && self.queued.contains_key(&e.pid) {
+        let woken = e.why == gmp_why_GMP_WHY_WAKE || e.why == gmp_why_GMP_WHY_ONCPU;
+        if woken && self.queued.contains_key(&e.pid) {
             let q = self.queued[&e.pid];
             self.violation(
                 i,

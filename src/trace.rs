@@ -66,6 +66,7 @@ const WHYS: [&str; gmp_why_GMP_NR_WHY as usize] = [
     "handoff",
     "preempt",
     "procresize",
+    "oncpu",
 ];
 
 /// One decision, as `struct gmp_event` in `bpf/intf.h` describes each field.

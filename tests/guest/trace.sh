@@ -24,6 +24,9 @@ traced() {
 traced fanout "$GMP_LOAD" fanout --threads 1000 --busy-ms 20 --gate
 traced spin "$GMP_LOAD" spin --threads $((n * 2)) --secs 3
 traced pingpong "$GMP_LOAD" pingpong --rounds 5000
+# Wakeups of a thread still leaving its CPU, which the kernel queues there
+# without select_cpu() (why=oncpu).
+echo "pingpong_oncpu=$(grep -c ' why=oncpu ' /tmp/pingpong.trace)"
 # Go's idle stack: each wakep() of the ping-pong wakes the CPU that idled
 # last (the checker counts those among its wakeps).
 GMP_ARGS="--go-pidle" traced pidle "$GMP_LOAD" pingpong --rounds 5000
