@@ -1335,7 +1335,10 @@ static s32 idle_head(u64 dsq)
  * request load's wakeup tail"). A head that was preempted there (a CPU hog)
  * keeps Go's order: run first, it would hold the CPU for its slice while
  * the woken runnext task waited. So does a SCHED_IDLE head
- * (idle_last()). Owner only.
+ * (idle_last()). So does a runnext task that preempts (preempt_for_wakeup()):
+ * it starts a slice of its own, so it continues no chain, and it was woken
+ * to run at once (cyclictest's timer thread, which took runnext from the
+ * main thread beside a CPU hog). Owner only.
  */
 static s64 lrq_starving(s32 cpu)
 {
@@ -1343,6 +1346,13 @@ static s64 lrq_starving(s32 cpu)
 
 	if (!lrq_max_wait_ns || scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) <= 0)
 		return 0;
+	bpf_for_each(scx_dsq, p, runnext_dsq(cpu), 0) {
+		struct task_ctx *tctx = task_ctx(p);
+
+		if (tctx && tctx->preempts)
+			return 0;
+		break;
+	}
 	bpf_for_each(scx_dsq, p, lrq_dsq(cpu), 0) {
 		struct task_ctx *tctx = task_ctx(p);
 		s64 waited;

@@ -174,7 +174,8 @@ pub struct PolicyOpts {
     /// and the worker it just woke) keep it for up to a whole 10 ms slice
     /// while the tasks woken before them, each pushed out of runnext by the
     /// next, wait on the LRQ. Not for a head that was preempted (a CPU hog)
-    /// or is SCHED_IDLE. 0: Go's rule.
+    /// or is SCHED_IDLE, nor before a runnext task that preempts the running
+    /// one (it starts a slice of its own). 0: Go's rule.
     #[arg(long, global = true, default_value_t = gmp_defaults_GMP_LRQ_MAX_WAIT_US_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub lrq_max_wait_us: u64,
 
