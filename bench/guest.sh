@@ -1,5 +1,6 @@
 # Guest side of bench/run: OUT BIN QUICK REPS PEER_BIN ONLY SCHEDS [BASE_BIN]
-# (SCHEDS: the schedulers each round runs, in order; bench/run chooses them).
+# (SCHEDS: the schedulers each round runs, each round starting one further
+# down the list; bench/run chooses them).
 # Appends "<round> <scheduler> <workload> <metric> <value>" lines to
 # OUT/results.txt.
 out=$1 bin=$2 quick=$3 reps=$4 peer_bin=$5 only=$6 scheds=$7 base_bin=${8:-}
@@ -197,8 +198,15 @@ beside_hogs() {
 	stop_hogs
 }
 
+# Each round starts one scheduler further down the list (eevdf,gmp,x;
+# gmp,x,eevdf; x,eevdf,gmp...), so that no scheduler always runs second or
+# last: in one 2-vCPU boot, cyclictest's median beside CPU hogs read 10% to
+# 30% higher for whichever of two builds ran second, in 7 of 7 pairs, with
+# either first (docs/benchmarks.md, "--lrq-max-wait-us 1000 by default").
+read -ra order <<<"$scheds"
 for round in $(seq "$reps"); do
-	for sched in $scheds; do
+	k=$(((round - 1) % ${#order[@]}))
+	for sched in "${order[@]:k}" "${order[@]:0:k}"; do
 		case " $dead " in *" $sched "*) continue ;; esac
 		echo "bench: round $round/$reps: $sched" >&2
 		start_sched "$sched" || exit 1
