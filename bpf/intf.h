@@ -69,8 +69,8 @@ enum gmp_defaults {
 	GMP_READY_IDLE_SLOW_PCT_DFL = 0,
 	/* Not Go's: the longest slice of a SCHED_IDLE task (README). */
 	GMP_IDLE_SLICE_US_DFL = 1000,
-	/* Not Go's: the longest an LRQ head waits behind runnext; off (README). */
-	GMP_LRQ_MAX_WAIT_US_DFL = 0,
+	/* Not Go's: the longest an LRQ head waits behind runnext (README). */
+	GMP_LRQ_MAX_WAIT_US_DFL = 1000,
 };
 
 /*

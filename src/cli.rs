@@ -175,7 +175,9 @@ pub struct PolicyOpts {
     /// while the tasks woken before them, each pushed out of runnext by the
     /// next, wait on the LRQ. Not for a head that was preempted (a CPU hog)
     /// or is SCHED_IDLE, nor before a runnext task that preempts the running
-    /// one (it starts a slice of its own). 0: Go's rule.
+    /// one (it starts a slice of its own). 0: Go's rule. On by default: it
+    /// won fan-out and the request load's wakeup tail at 2 and 4 vCPUs
+    /// (README: "Where Linux differs from Go").
     #[arg(long, global = true, default_value_t = gmp_defaults_GMP_LRQ_MAX_WAIT_US_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub lrq_max_wait_us: u64,
 
