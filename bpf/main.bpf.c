@@ -1344,7 +1344,21 @@ static s64 lrq_starving(s32 cpu)
 {
 	struct task_struct *p;
 
-	if (!lrq_max_wait_ns || scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) <= 0)
+	s64 waited = 0;
+
+	/* The cheap tests first: every dispatch with a runnext task asks. */
+	if (!lrq_max_wait_ns || scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) <= 0 ||
+	    scx_bpf_dsq_nr_queued(lrq_dsq(cpu)) <= 0)
+		return 0;
+	bpf_for_each(scx_dsq, p, lrq_dsq(cpu), 0) {
+		struct task_ctx *tctx = task_ctx(p);
+
+		if (!tctx || !tctx->woken || idle_behind(p, idle_slice_ns))
+			return 0;
+		waited = queued_ns(tctx, scx_bpf_now());
+		break;
+	}
+	if (waited <= (s64)lrq_max_wait_ns)
 		return 0;
 	bpf_for_each(scx_dsq, p, runnext_dsq(cpu), 0) {
 		struct task_ctx *tctx = task_ctx(p);
@@ -1353,16 +1367,7 @@ static s64 lrq_starving(s32 cpu)
 			return 0;
 		break;
 	}
-	bpf_for_each(scx_dsq, p, lrq_dsq(cpu), 0) {
-		struct task_ctx *tctx = task_ctx(p);
-		s64 waited;
-
-		if (!tctx || !tctx->woken || idle_behind(p, idle_slice_ns))
-			return 0;
-		waited = queued_ns(tctx, scx_bpf_now());
-		return waited > (s64)lrq_max_wait_ns ? waited : 0;
-	}
-	return 0;
+	return waited;
 }
 
 /*
