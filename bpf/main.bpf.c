@@ -1343,7 +1343,6 @@ static s32 idle_head(u64 dsq)
 static s64 lrq_starving(s32 cpu)
 {
 	struct task_struct *p;
-
 	s64 waited = 0;
 
 	/* The cheap tests first: every dispatch with a runnext task asks. */
