@@ -200,8 +200,8 @@ beside_hogs() {
 
 # Each round starts one scheduler further down the list (eevdf,gmp,x;
 # gmp,x,eevdf; x,eevdf,gmp...), so that no scheduler always runs second or
-# last: in one 2-vCPU boot, cyclictest's median beside CPU hogs read 10% to
-# 30% higher for whichever of two builds ran second, in 7 of 7 pairs, with
+# last: in one 2-vCPU boot, cyclictest's median beside CPU hogs read 3% to
+# 31% higher for whichever of two builds ran second, in 6 of 7 pairs, with
 # either first (docs/benchmarks.md, "--lrq-max-wait-us 1000 by default").
 read -ra order <<<"$scheds"
 for round in $(seq "$reps"); do
