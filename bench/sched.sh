@@ -1,7 +1,9 @@
 # Sourced by bench/guest.sh and bench/profile.sh, in the guest.
 # start_sched NAME: start scheduler NAME (eevdf, gmp, gmp-user, bpfland,
 # rustland, or a variant gmp+OPTION[+OPTION...]) from $bin (the peers from
-# $peer_bin; base and base-user, another build, from $base_bin), with its log in /tmp/sched.log; wait until sched_ext is on.
+# $peer_bin; base and base-user, another build, and their variants
+# base+OPTION..., from $base_bin), with its log in /tmp/sched.log; wait until
+# sched_ext is on.
 state=/sys/kernel/sched_ext/state
 
 start_sched() { # name -> SCHED_PID (empty for eevdf)
@@ -14,12 +16,13 @@ start_sched() { # name -> SCHED_PID (empty for eevdf)
 	base-user) "$base_bin/scx_gmp" --mode user >/tmp/sched.log 2>&1 & ;;
 	bpfland) "$peer_bin/scx_bpfland" >/tmp/sched.log 2>&1 & ;;
 	rustland) "$peer_bin/scx_rustland" >/tmp/sched.log 2>&1 & ;;
-	gmp+* | gmp-user+*) # a variant: gmp+go-handoff+slice-us=5000 -> --go-handoff --slice-us=5000
-		local opts=() o
-		[ "${1%%+*}" = gmp-user ] && opts=(--mode user)
+	gmp+* | gmp-user+* | base+* | base-user+*) # a variant: gmp+go-handoff+slice-us=5000 -> --go-handoff --slice-us=5000
+		local opts=() o from=$bin
+		case "${1%%+*}" in *-user) opts=(--mode user) ;; esac
+		case "${1%%+*}" in base*) from=$base_bin ;; esac
 		IFS=+ read -ra o <<<"${1#*+}"
 		for o in "${o[@]}"; do opts+=("--$o"); done
-		"$bin/scx_gmp" "${opts[@]}" >/tmp/sched.log 2>&1 & ;;
+		"$from/scx_gmp" "${opts[@]}" >/tmp/sched.log 2>&1 & ;;
 	*) echo "bench: unknown scheduler $1" >&2; return 1 ;;
 	esac
 	SCHED_PID=$!

@@ -409,6 +409,33 @@ fn bench_scripts_explain_their_options_on_help() {
     }
 }
 
+/// bench/run refuses a scheduler from another build (base, base-user or a
+/// variant such as base+slice-us=100) without --base-dir, in one line with
+/// exit code 2, before it builds or boots anything.
+#[test]
+fn bench_run_refuses_a_base_scheduler_without_base_dir() {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    for scheds in [
+        "eevdf,base",
+        "gmp,base-user",
+        "base+slice-us=100",
+        "gmp,base-user+slice-us=100",
+    ] {
+        let out = Command::new(repo.join("bench/run"))
+            .args(["--no-peers", "--scheds", scheds])
+            .output()
+            .expect("cannot run bench/run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{scheds}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{scheds}: {stderr}");
+        assert!(
+            lines[0].starts_with("bench/run: error: ") && lines[0].contains("need --base-dir"),
+            "{scheds}: {stderr}"
+        );
+    }
+}
+
 /// bench/batch-delay refuses bad input in one line, with exit code 2, before
 /// it builds or boots anything.
 #[test]
