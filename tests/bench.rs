@@ -368,7 +368,6 @@ fn waits_measures_idle_cpus_beside_a_waiting_hog() {
 /// -h), on stdout, with exit code 0, before they build or boot anything.
 #[test]
 fn bench_scripts_explain_their_options_on_help() {
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     for (script, options) in [
         (
             "bench/run",
@@ -389,10 +388,7 @@ fn bench_scripts_explain_their_options_on_help() {
         ),
     ] {
         for flag in ["--help", "-h"] {
-            let out = Command::new(repo.join(script))
-                .arg(flag)
-                .output()
-                .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
+            let out = run_script(script, &[flag]);
             let text = String::from_utf8_lossy(&out.stdout);
             assert_eq!(out.status.code(), Some(0), "{script} {flag}: {text}");
             assert!(text.starts_with(script), "{script} {flag}: {text}");
@@ -409,29 +405,44 @@ fn bench_scripts_explain_their_options_on_help() {
     }
 }
 
+/// Runs the repository's `script` with `args` and returns what it did.
+fn run_script(script: &str, args: &[&str]) -> std::process::Output {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    Command::new(repo.join(script))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {script}: {e}"))
+}
+
+/// Runs `script` with `args` and asserts that it refused them: exit code 2
+/// and one line, "SCRIPT: error: ...", that contains `want`.
+fn assert_refuses(script: &str, args: &[&str], want: &str) {
+    let out = run_script(script, args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{script} {args:?}: {stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{script} {args:?}: {stderr}");
+    assert!(
+        lines[0].starts_with(&format!("{script}: error: ")) && lines[0].contains(want),
+        "{script} {args:?}: {stderr}"
+    );
+}
+
 /// bench/run refuses a scheduler from another build (base, base-user or a
-/// variant such as base+slice-us=100) without --base-dir, in one line with
-/// exit code 2, before it builds or boots anything.
+/// variant such as base+slice-us=100) without --base-dir, before it builds
+/// or boots anything.
 #[test]
 fn bench_run_refuses_a_base_scheduler_without_base_dir() {
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     for scheds in [
         "eevdf,base",
         "gmp,base-user",
         "base+slice-us=100",
         "gmp,base-user+slice-us=100",
     ] {
-        let out = Command::new(repo.join("bench/run"))
-            .args(["--no-peers", "--scheds", scheds])
-            .output()
-            .expect("cannot run bench/run");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{scheds}: {stderr}");
-        let lines: Vec<&str> = stderr.lines().collect();
-        assert_eq!(lines.len(), 1, "{scheds}: {stderr}");
-        assert!(
-            lines[0].starts_with("bench/run: error: ") && lines[0].contains("need --base-dir"),
-            "{scheds}: {stderr}"
+        assert_refuses(
+            "bench/run",
+            &["--no-peers", "--scheds", scheds],
+            "need --base-dir",
         );
     }
 }
@@ -440,7 +451,6 @@ fn bench_run_refuses_a_base_scheduler_without_base_dir() {
 /// it builds or boots anything.
 #[test]
 fn batch_delay_refuses_bad_options_in_one_line() {
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     for (args, want) in [
         (&["--rounds", "0"][..], "--rounds must be a positive number"),
         (&["--cpus", "two"], "--cpus must be a positive number"),
@@ -455,17 +465,6 @@ fn batch_delay_refuses_bad_options_in_one_line() {
         ),
         (&["--frob"], "unknown option '--frob'"),
     ] {
-        let out = Command::new(repo.join("bench/batch-delay"))
-            .args(args)
-            .output()
-            .expect("cannot run bench/batch-delay");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        let lines: Vec<&str> = stderr.lines().collect();
-        assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
-        assert!(
-            lines[0].starts_with("bench/batch-delay: error: ") && lines[0].contains(want),
-            "{args:?}: {stderr}"
-        );
+        assert_refuses("bench/batch-delay", args, want);
     }
 }
