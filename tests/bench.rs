@@ -442,7 +442,7 @@ fn bench_run_refuses_a_base_scheduler_without_base_dir() {
         assert_refuses(
             "bench/run",
             &["--no-peers", "--scheds", scheds],
-            "need --base-dir",
+            "base and base-user need --base-dir",
         );
     }
 }
@@ -457,6 +457,10 @@ fn batch_delay_refuses_bad_options_in_one_line() {
         (&["--scheds", "eevdf;gmp"], "--scheds takes scheduler names"),
         (
             &["--scheds", "gmp,base"],
+            "base and base-user need --base-dir",
+        ),
+        (
+            &["--scheds", "gmp,base+slice-us=100"],
             "base and base-user need --base-dir",
         ),
         (
