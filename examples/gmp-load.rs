@@ -238,7 +238,7 @@ fn pingpong(rounds: usize) -> String {
     b.join().unwrap();
     rtt.sort_unstable();
     format!(
-        "workload=pingpong rounds={rounds} total_ms={} rtt_p50_us={:.1} rtt_p99_us={:.1}",
+        "workload=pingpong rounds={rounds} total_ms={} rtt_p50_us={} rtt_p99_us={}",
         t0.elapsed().as_millis(),
         pct_us(&rtt, 0.50),
         pct_us(&rtt, 0.99)
@@ -268,11 +268,16 @@ fn forkjoin(depth: u32, leaf: Duration) -> String {
     )
 }
 
-/// The p-th percentile of sorted nanoseconds, in microseconds.
-fn pct_us(sorted: &[u64], p: f64) -> f64 {
+/// The p-th percentile of sorted nanoseconds, in microseconds to one
+/// decimal, or `-` when there is no sample (an overloaded request load can
+/// keep every worker busy and wake none): a 0 would read as a latency.
+fn pct_us(sorted: &[u64], p: f64) -> String {
     match sorted.len() {
-        0 => 0.0,
-        n => sorted[((n as f64 - 1.0) * p) as usize] as f64 / 1000.0,
+        0 => "-".into(),
+        n => format!(
+            "{:.1}",
+            sorted[((n as f64 - 1.0) * p) as usize] as f64 / 1000.0
+        ),
     }
 }
 
@@ -395,7 +400,7 @@ fn request(workers: usize, think: Duration, load: f64, secs: f64) -> String {
     req.sort_unstable();
     format!(
         "workload=request workers={workers} load={load} offered_per_s={rate:.0} done={} wakes={} \
-         wake_p50_us={:.1} wake_p99_us={:.1} req_p50_us={:.1} req_p99_us={:.1} req_per_s={:.0} \
+         wake_p50_us={} wake_p99_us={} req_p50_us={} req_p99_us={} req_per_s={:.0} \
          sent_per_s={sent_per_s:.0}",
         req.len(),
         wake.len(),
