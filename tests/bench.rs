@@ -110,6 +110,47 @@ fn quick_benchmark_produces_a_table() {
     assert!(svg.starts_with("<svg") && svg.contains("<rect"), "{svg}");
 }
 
+/// Run bench/report.py on `dir`'s results.txt (and died.txt, if any):
+/// the Markdown table it writes to `dir`.
+fn report(dir: &Path) -> String {
+    let out = python(
+        "bench/report.py",
+        &[dir.join("results.txt").as_os_str(), dir.as_os_str()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(dir.join("latest.md")).unwrap()
+}
+
+/// The overloaded request load wakes its workers some 20 times a run: the
+/// report says its wakeup percentiles come from few wakeups, with each
+/// scheduler's count, and says nothing of a load that woke thousands.
+#[test]
+fn report_notes_wakeup_percentiles_from_few_wakeups() {
+    let dir = scratch_dir("report-few-wakes");
+    let mut results = String::new();
+    for round in 1..=3 {
+        for (sched, over, light) in [("eevdf", 9, 6001), ("gmp", 37, 5990)] {
+            results += &format!("{round} {sched} request-over wakes {}\n", over + round);
+            results += &format!("{round} {sched} request-over wake_p99_us 3000\n");
+            results += &format!("{round} {sched} request-light wakes {light}\n");
+        }
+    }
+    std::fs::write(dir.join("results.txt"), results).unwrap();
+    let table = report(&dir);
+    assert!(
+        table.contains(
+            "request-over: its wakeup latencies come from few wakeups a run \
+             (median: EEVDF (default) 11, scx_gmp 39)"
+        ),
+        "{table}"
+    );
+    assert!(!table.contains("request-light: its wakeup"), "{table}");
+}
+
 /// A peer that was ejected in round 2 (bench/guest.sh drops that round's
 /// numbers and writes died.txt): the report names it and why, and its
 /// column holds round 1 only, while the other schedulers have both rounds.
@@ -129,16 +170,7 @@ fn report_names_a_peer_that_died() {
         "2 bpfland EXIT: runnable task stall (khugepaged[55] failed to run for 6.848s) on CPU 1\n",
     )
     .unwrap();
-    let out = python(
-        "bench/report.py",
-        &[dir.join("results.txt").as_os_str(), dir.as_os_str()],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let table = std::fs::read_to_string(dir.join("latest.md")).unwrap();
+    let table = report(&dir);
     assert!(
         table.contains("**scx_bpfland did not survive round 2 of 2** (EXIT: runnable task stall"),
         "{table}"
