@@ -1,10 +1,18 @@
-# Sourced by bench/guest.sh and bench/profile.sh, in the guest.
+# Sourced by bench/guest.sh, bench/profile.sh and bench/waits.sh, in the
+# guest, and by bench/run and bench/batch-delay, on the host (from_base).
 # start_sched NAME: start scheduler NAME (eevdf, gmp, gmp-user, bpfland,
 # rustland, or a variant gmp+OPTION[+OPTION...]) from $bin (the peers from
 # $peer_bin; base and base-user, another build, and their variants
 # base+OPTION..., from $base_bin), with its log in /tmp/sched.log; wait until
 # sched_ext is on.
 state=/sys/kernel/sched_ext/state
+
+# from_base NAME: does scheduler NAME run another build's scx_gmp, from
+# $base_bin (base, base-user, or a variant base+OPTION...)?
+from_base() {
+	case "${1%%+*}" in base | base-user) return 0 ;; esac
+	return 1
+}
 
 start_sched() { # name -> SCHED_PID (empty for eevdf)
 	SCHED_PID=
@@ -19,7 +27,7 @@ start_sched() { # name -> SCHED_PID (empty for eevdf)
 	gmp+* | gmp-user+* | base+* | base-user+*) # a variant: gmp+go-handoff+slice-us=5000 -> --go-handoff --slice-us=5000
 		local opts=() o from=$bin
 		case "${1%%+*}" in *-user) opts=(--mode user) ;; esac
-		case "${1%%+*}" in base*) from=$base_bin ;; esac
+		if from_base "$1"; then from=$base_bin; fi
 		IFS=+ read -ra o <<<"${1#*+}"
 		for o in "${o[@]}"; do opts+=("--$o"); done
 		"$from/scx_gmp" "${opts[@]}" >/tmp/sched.log 2>&1 & ;;
