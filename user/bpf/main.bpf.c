@@ -175,6 +175,11 @@ u64 dsq_takes[MAX_CPUS], dsq_takes_seen[MAX_CPUS];
 /* @cpu_hotplugs[cpu] at the timer's last look: a CPU that went off or on
  * in between could not take all along, and is not called stuck. */
 u32 hotplugs_seen[MAX_CPUS];
+/* Whether @cpu's DSQ held tasks at the timer's last look: a task queued
+ * just before this look, to a CPU that had nothing to take for the second
+ * before, is on its way to that CPU, not stuck (one CI run counted CPU 1
+ * stuck at start-up, idle beside the 1 task it had just been sent). */
+u8 queued_seen[MAX_CPUS];
 u8 cpu_stuck[MAX_CPUS];
 volatile u64 nr_stuck, nr_stuck_events;
 /*
@@ -2650,17 +2655,19 @@ static void find_stuck(void)
 	bpf_for(cpu, 0, nr_cpu_ids) {
 		u64 takes;
 		u32 hotplugs;
-		bool waiting;
+		bool queued, waiting;
 
 		if (cpu >= MAX_CPUS)
 			break;
 		takes = dsq_takes[cpu];
 		hotplugs = cpu_hotplugs[cpu];
-		waiting = scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu)) > 0 &&
+		queued = scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu)) > 0;
+		waiting = queued && queued_seen[cpu] &&
 			  takes == dsq_takes_seen[cpu] && !cpu_offline[cpu] &&
 			  hotplugs == hotplugs_seen[cpu];
 		dsq_takes_seen[cpu] = takes;
 		hotplugs_seen[cpu] = hotplugs;
+		queued_seen[cpu] = queued;
 		if (waiting && !cpu_stuck[cpu]) {
 			cpu_stuck[cpu] = 1;
 			__sync_fetch_and_add(&nr_stuck, 1);
