@@ -28,6 +28,11 @@ def for_variant(s):
     base, *opts = s.split("+")
     return NAMES.get(base, base) + " " + " ".join("--" + o for o in opts)
 
+
+def label(s):
+    """How the report names scheduler s: its name, or its variant's options."""
+    return NAMES[s] if s in NAMES else for_variant(s)
+
 # Metrics where more is better; every other one is better when lower.
 HIGHER_BETTER = {"bogo_ops_per_s", "req_per_s", "sent_per_s", "ops_per_s"}
 # The headline metric of each workload, for the plot.
@@ -104,7 +109,7 @@ def table(data, scheds, vm, quick, died=()):
     out.append(f"Median of {rounds} round(s), min-max in brackets; the ratio is to EEVDF's median "
                "(above 1 is better for bogo-ops/s, req/s and ops/s, below 1 is better for everything else).\n")
     out.extend(died_notes(died, rounds))
-    out.append("| workload | metric | " + " | ".join(NAMES.get(s, for_variant(s)) for s in scheds) + " |")
+    out.append("| workload | metric | " + " | ".join(label(s) for s in scheds) + " |")
     out.append("|---|---|" + "---|" * len(scheds))
     for w, m in rows:
         base = data.get((w, m, "eevdf"))
@@ -139,7 +144,7 @@ def few_wakes(data, scheds):
     for w in sorted({w for (w, m, _) in data if m == "wakes"}):
         meds = {s: statistics.median(v) for s in scheds if (v := data.get((w, "wakes", s)))}
         if meds and min(meds.values()) < FEW_WAKES:
-            counts = ", ".join(f"{NAMES.get(s, for_variant(s))} {n:,.0f}" for s, n in meds.items())
+            counts = ", ".join(f"{label(s)} {n:,.0f}" for s, n in meds.items())
             notes.append(f"\n{w}: its wakeup latencies come from few wakeups a run (median: {counts}); "
                          f"under {FEW_WAKES} a p99 is the worst one or two, not a tail.")
     return notes
@@ -151,7 +156,7 @@ def overhead(data, scheds):
     BPF mode's where both ran."""
     cols = [s for s in scheds if s != "eevdf"]
     both = "gmp" in cols and "gmp-user" in cols
-    head = " | ".join(NAMES.get(s, for_variant(s)) for s in cols)
+    head = " | ".join(label(s) for s in cols)
     lines = ["", "Scheduler overhead (CPU ms per second: the agent process and its BPF programs):", "",
              f"| workload | {head} |" + (" user / BPF |" if both else ""),
              "|---|" + "---|" * (len(cols) + both)]
@@ -206,13 +211,13 @@ def svg(data, scheds, vm):
             if b is None:
                 continue
             x = x0 + si * barw
-            e.append(f'<rect x="{x:.1f}" y="{y(b):.1f}" width="{barw*0.9:.1f}" height="{top+plot_h-y(b):.1f}" fill="{COLORS[si % len(COLORS)]}"><title>{NAMES.get(scheds[si], for_variant(scheds[si]))}: {b:.2f}</title></rect>')
+            e.append(f'<rect x="{x:.1f}" y="{y(b):.1f}" width="{barw*0.9:.1f}" height="{top+plot_h-y(b):.1f}" fill="{COLORS[si % len(COLORS)]}"><title>{label(scheds[si])}: {b:.2f}</title></rect>')
         e.append(f'<text x="{left + gi*bw + bw/2:.1f}" y="{top+plot_h+16}" text-anchor="middle">{w}</text>')
         e.append(f'<text x="{left + gi*bw + bw/2:.1f}" y="{top+plot_h+30}" text-anchor="middle" font-size="9" fill="#555">{m}</text>')
     for si, s in enumerate(scheds):
         lx = left + si * 165
         e.append(f'<rect x="{lx}" y="{H-28}" width="12" height="12" fill="{COLORS[si % len(COLORS)]}"/>')
-        e.append(f'<text x="{lx+16}" y="{H-18}">{NAMES.get(s, for_variant(s))}</text>')
+        e.append(f'<text x="{lx+16}" y="{H-18}">{label(s)}</text>')
     e.append("</svg>")
     return "\n".join(e) + "\n"
 

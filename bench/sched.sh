@@ -1,5 +1,5 @@
 # Sourced by bench/guest.sh, bench/profile.sh and bench/waits.sh, in the
-# guest, and by bench/run and bench/batch-delay, on the host (from_base).
+# guest, and by bench/run and bench/batch-delay, on the host (uses_base).
 # start_sched NAME: start scheduler NAME (eevdf, gmp, gmp-user, bpfland,
 # rustland, or a variant gmp+OPTION[+OPTION...]) from $bin (the peers from
 # $peer_bin; base and base-user, another build, and their variants
@@ -11,6 +11,13 @@ state=/sys/kernel/sched_ext/state
 # $base_bin (base, base-user, or a variant base+OPTION...)?
 from_base() {
 	case "${1%%+*}" in base | base-user) return 0 ;; esac
+	return 1
+}
+
+# uses_base "NAMES": does any of the schedulers NAMES run from $base_bin?
+uses_base() {
+	local s
+	for s in $1; do from_base "$s" && return 0; done
 	return 1
 }
 
