@@ -2655,13 +2655,16 @@ static void find_stuck(void)
 	bpf_for(cpu, 0, nr_cpu_ids) {
 		u64 takes;
 		u32 hotplugs;
+		s32 nr;
 		bool queued, waiting;
 
 		if (cpu >= MAX_CPUS)
 			break;
 		takes = dsq_takes[cpu];
 		hotplugs = cpu_hotplugs[cpu];
-		queued = scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu)) > 0;
+		/* One read: the count reported is the one judged. */
+		nr = scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu));
+		queued = nr > 0;
 		waiting = queued && queued_seen[cpu] &&
 			  takes == dsq_takes_seen[cpu] && !cpu_offline[cpu] &&
 			  hotplugs == hotplugs_seen[cpu];
@@ -2673,7 +2676,7 @@ static void find_stuck(void)
 			__sync_fetch_and_add(&nr_stuck, 1);
 			__sync_fetch_and_add(&nr_stuck_events, 1);
 			stuck_cpu = cpu;
-			stuck_queued = scx_bpf_dsq_nr_queued(cpu_to_dsq(cpu));
+			stuck_queued = nr;
 			stuck_pid = cur_pid[cpu];
 			stuck_ran_ns = cur_pid[cpu] ? time_delta(scx_bpf_now(), cur_start[cpu]) : 0;
 			stuck_held = cpu_held[cpu];
