@@ -265,6 +265,18 @@ static bool may_run(const struct task_struct *p, s32 cpu)
 	return bpf_cpumask_test_cpu(cpu, p->cpus_ptr);
 }
 
+/*
+ * May @cpu take @p from a queue now: may_run(), and @p is not held to
+ * another CPU by migrate_disable(). The kernel's own pull
+ * (scx_bpf_dsq_move_to_local()) skips a task that fails this and takes the
+ * next, so a rule that judges a queue's head judges the first task that
+ * passes it. Any CPU.
+ */
+static bool may_take(const struct task_struct *p, s32 cpu)
+{
+	return may_run(p, cpu) && (!p->migration_disabled || scx_bpf_task_cpu(p) == cpu);
+}
+
 /* A task pinned to one CPU is Go's G locked to its M (LockOSThread). */
 static bool is_pinned(const struct task_struct *p)
 {
@@ -1324,10 +1336,11 @@ static s32 idle_head(u64 dsq)
 }
 
 /*
- * lrq_starving: has the head of @cpu's LRQ, a task woken and not run since,
- * waited longer than lrq_max_wait_ns while a runnext task waits too? Then
- * it runs first, and the runnext task after it. Returns how long it waited
- * (ns); 0: not starving. Not Go's rule: Go's runnext goes first and
+ * lrq_starving: has the head of @cpu's LRQ (the first task @cpu may take,
+ * may_take()), a task woken and not run since, waited longer than
+ * lrq_max_wait_ns while a runnext task waits too? Then it runs first, and
+ * the runnext task after it. Returns how long it waited (ns), with its pid
+ * in @pid; 0: not starving. Not Go's rule: Go's runnext goes first and
  * inherits the slice, so two tasks that hand the CPU back and forth through
  * runnext (a server's dispatcher and the worker it just woke) keep it for a
  * whole 10 ms slice while the workers it woke before, each pushed out of
@@ -1340,7 +1353,7 @@ static s32 idle_head(u64 dsq)
  * to run at once (cyclictest's timer thread, which took runnext from the
  * main thread beside a CPU hog). Owner only.
  */
-static s64 lrq_starving(s32 cpu)
+static s64 lrq_starving(s32 cpu, s32 *pid)
 {
 	struct task_struct *p;
 	s64 waited = 0;
@@ -1352,9 +1365,12 @@ static s64 lrq_starving(s32 cpu)
 	bpf_for_each(scx_dsq, p, lrq_dsq(cpu), 0) {
 		struct task_ctx *tctx = task_ctx(p);
 
+		if (!may_take(p, cpu))
+			continue;
 		if (!tctx || !tctx->woken || idle_behind(p, idle_slice_ns))
 			return 0;
 		waited = queued_ns(tctx, scx_bpf_now());
+		*pid = p->pid;
 		break;
 	}
 	if (waited <= (s64)lrq_max_wait_ns)
@@ -1370,15 +1386,27 @@ static s64 lrq_starving(s32 cpu)
 }
 
 /*
- * Run @cpu's LRQ head before its runnext task, for lrq_starving(): a pick
- * that starts a slice of its own. @c is @cpu's context. Owner only.
+ * Run task @pid, the first task of @cpu's LRQ that @cpu may take, before
+ * @cpu's runnext task, for lrq_starving(): a pick that starts a slice of
+ * its own. If another task is first by now (a thief took @pid), nothing
+ * moves and the pick goes on in Go's order. @c is @cpu's context. Owner
+ * only.
  */
-static bool lrq_aged_get(s32 cpu, struct gmp_cpu *c, s64 waited)
+static bool lrq_aged_get(s32 cpu, struct gmp_cpu *c, s64 waited, s32 pid)
 {
+	struct task_struct *p;
 	struct gmp_event *e;
 	s32 len = scx_bpf_dsq_nr_queued(lrq_dsq(cpu));
+	bool moved = false;
 
-	if (!scx_bpf_dsq_move_to_local(lrq_dsq(cpu), 0))
+	bpf_for_each(scx_dsq, p, lrq_dsq(cpu), 0) {
+		if (!may_take(p, cpu))
+			continue;
+		moved = p->pid == pid &&
+			scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0);
+		break;
+	}
+	if (!moved)
 		return false;
 	stat_add(GMP_STAT_LRQ_AGED, 1);
 	e = ev_new(GMP_EV_PICK, GMP_PICK_LRQ_AGED, cpu, -1);
@@ -1422,7 +1450,7 @@ static bool idle_last(s32 cpu)
 	bpf_for_each(scx_dsq, p, lrq_dsq(cpu), 0) {
 		s32 pid = p->pid;
 
-		if (idle_behind(p, idle_slice_ns) || !may_run(p, cpu))
+		if (idle_behind(p, idle_slice_ns) || !may_take(p, cpu))
 			continue;
 		/* For the trace: the queue with @p in it, not before a put. */
 		len = scx_bpf_dsq_nr_queued(lrq_dsq(cpu));
@@ -1454,6 +1482,7 @@ static bool idle_last(s32 cpu)
  */
 static bool find_runnable(s32 cpu, struct gmp_cpu *c, bool prev_queued)
 {
+	s32 pid = 0;
 	s64 waited;
 
 	if (trace_on) {
@@ -1483,8 +1512,8 @@ static bool find_runnable(s32 cpu, struct gmp_cpu *c, bool prev_queued)
 			return true;
 		}
 	}
-	waited = lrq_starving(cpu);
-	if (waited && lrq_aged_get(cpu, c, waited))
+	waited = lrq_starving(cpu, &pid);
+	if (waited && lrq_aged_get(cpu, c, waited, pid))
 		return true;
 	if (idle_last(cpu) || runqget(cpu, c) || globrunqgetbatch(cpu))
 		return true;
