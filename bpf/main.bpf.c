@@ -1278,38 +1278,99 @@ static s64 queued_ns(const struct task_ctx *tctx, u64 now)
 	return tctx->queued_at ? (s64)(now - tctx->queued_at) : 0;
 }
 
-/* How long the head of DSQ @dsq has waited since gmp_enqueue() took it (ns). */
-static s64 head_wait(u64 dsq, u64 now)
+/*
+ * The first task in DSQ @dsq that @cpu may take (may_take()), the one the
+ * kernel's own pull would move: its pid, with how long it has waited since
+ * gmp_enqueue() took it (ns) in @wait; 0 if there is none. Any CPU.
+ */
+static s32 first_takeable(u64 dsq, s32 cpu, u64 now, s64 *wait)
 {
 	struct task_struct *p;
 
 	bpf_for_each(scx_dsq, p, dsq, 0) {
 		struct task_ctx *tctx = task_ctx(p);
 
-		return tctx ? queued_ns(tctx, now) : 0;
+		if (!may_take(p, cpu))
+			continue;
+		*wait = tctx ? queued_ns(tctx, now) : 0;
+		return p->pid;
 	}
 	return 0;
 }
 
 /*
- * Has the GRQ head waited longer than global_max_wait_ns, and longer than
- * the head of @cpu's LRQ? Then it runs first. Not Go's: Go takes from the
+ * Run task @pid on @cpu if it is still the first task in DSQ @dsq that
+ * @cpu may take: a rule that judged that task runs it, or nothing (a thief
+ * may have taken it since). False too if the move put it on the kernel's
+ * global DSQ instead (@cpu is inactive: set_inactive()). Owner only.
+ */
+__hidden bool take_first(u64 dsq, s32 cpu, s32 pid)
+{
+	s32 local = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL);
+	struct task_struct *p;
+	s32 first = 0;
+
+	bpf_for_each(scx_dsq, p, dsq, 0) {
+		if (!may_take(p, cpu))
+			continue;
+		first = p->pid;
+		if (first == pid && !scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
+			first = 0;
+		break;
+	}
+	if (first != pid)
+		return false;
+	if (scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) <= local) {
+		set_inactive(cpu);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Has the GRQ head (the first task there that @cpu may take) waited longer
+ * than global_max_wait_ns, and longer than the head of @cpu's LRQ? Then it
+ * runs first: returns its pid, else 0. Not Go's: Go takes from the
  * GRQ on every 61st schedtick and when a P's own queues are empty, which
  * under a deep overload of CPU-bound tasks (each preempted to the GRQ tail)
  * leaves a task there for tens of seconds: on Linux, a task preempted in an
  * RCU read-side section then stalls RCU, and the watchdog ejects the
  * scheduler. Comparing with the LRQ head keeps the LRQ from starving in
- * turn. Owner only.
+ * turn. A head pinned to another CPU is that CPU's to judge. Owner only.
  */
-static bool grq_starving(s32 cpu)
+static s32 grq_starving(s32 cpu)
 {
-	u64 now = scx_bpf_now();
-	s64 grq;
+	s64 grq = 0, lrq = 0;
+	u64 now;
+	s32 pid;
 
 	if (!global_max_wait_ns || scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) <= 0)
+		return 0;
+	now = scx_bpf_now();
+	pid = first_takeable(GMP_DSQ_GRQ, cpu, now, &grq);
+	if (!pid || grq <= (s64)global_max_wait_ns)
+		return 0;
+	first_takeable(lrq_dsq(cpu), cpu, now, &lrq);
+	return grq >= lrq ? pid : 0;
+}
+
+/*
+ * Run the GRQ task that grq_starving() judged starving on @cpu, if any.
+ * Owner only.
+ */
+__hidden bool grq_aged_get(s32 cpu)
+{
+	s32 pid = grq_starving(cpu), len;
+
+	if (!pid)
 		return false;
-	grq = head_wait(GMP_DSQ_GRQ, now);
-	return grq > (s64)global_max_wait_ns && grq >= head_wait(lrq_dsq(cpu), now);
+	/* For the trace: the queue with the task in it. */
+	len = scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ);
+	if (!take_first(GMP_DSQ_GRQ, cpu, pid))
+		return false;
+	stat_add(GMP_STAT_GLOBAL_AGED, 1);
+	ev_pick(GMP_PICK_AGED, cpu, -1, 1, 1, len, -1);
+	return true;
 }
 
 /*
@@ -1503,15 +1564,8 @@ static bool find_runnable(s32 cpu, struct gmp_cpu *c, bool prev_queued)
 		/* For the trace: < 0, the GRQ had nothing this CPU may run. */
 		c->seen_tick_grq = len > 0 ? -len : 0;
 	}
-	if (grq_starving(cpu)) {
-		s32 len = scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ);
-
-		if (globrunqget()) {
-			stat_add(GMP_STAT_GLOBAL_AGED, 1);
-			ev_pick(GMP_PICK_AGED, cpu, -1, 1, 1, len, -1);
-			return true;
-		}
-	}
+	if (grq_aged_get(cpu))
+		return true;
 	waited = lrq_starving(cpu, &pid);
 	if (waited && lrq_aged_get(cpu, c, waited, pid))
 		return true;
