@@ -1455,19 +1455,10 @@ static s64 lrq_starving(s32 cpu, s32 *pid)
  */
 static bool lrq_aged_get(s32 cpu, struct gmp_cpu *c, s64 waited, s32 pid)
 {
-	struct task_struct *p;
 	struct gmp_event *e;
 	s32 len = scx_bpf_dsq_nr_queued(lrq_dsq(cpu));
-	bool moved = false;
 
-	bpf_for_each(scx_dsq, p, lrq_dsq(cpu), 0) {
-		if (!may_take(p, cpu))
-			continue;
-		moved = p->pid == pid &&
-			scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0);
-		break;
-	}
-	if (!moved)
+	if (!take_first(lrq_dsq(cpu), cpu, pid))
 		return false;
 	stat_add(GMP_STAT_LRQ_AGED, 1);
 	e = ev_new(GMP_EV_PICK, GMP_PICK_LRQ_AGED, cpu, -1);
