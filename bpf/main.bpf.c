@@ -899,15 +899,43 @@ static void set_inactive(s32 cpu)
 }
 
 /*
+ * run_here: move @p, the task that iterator @it is on, to @cpu's local DSQ
+ * to run next. False if it did not move (a thief took it first), or if the
+ * kernel put it on its global DSQ instead because @cpu is inactive: then
+ * set_inactive(), and is_inactive() tells the caller to take nothing more.
+ * Every move to run a task from one of our DSQs goes through here. Owner
+ * only.
+ */
+static __always_inline bool run_here(struct bpf_iter_scx_dsq *it, struct task_struct *p,
+				     s32 cpu)
+{
+	s32 local = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL);
+
+	if (!scx_bpf_dsq_move(it, p, SCX_DSQ_LOCAL, 0))
+		return false;
+	if (scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) > local)
+		return true;
+	set_inactive(cpu);
+	return false;
+}
+
+/* Has @cpu found itself inactive in this dispatch (set_inactive())? */
+static bool is_inactive(s32 cpu)
+{
+	struct gmp_cpu *c = cpu_ctx(cpu);
+
+	return c && c->inactive;
+}
+
+/*
  * Move up to @want tasks that may run on @cpu from DSQ @src: the first to run
  * now, the rest to @cpu's LRQ tail. Returns how many moved; 0 if the first
- * went to the kernel's global DSQ instead (@cpu is inactive: set_inactive()).
+ * went to the kernel's global DSQ instead (@cpu is inactive: run_here()).
  */
 __hidden s32 take_batch(s32 cpu, u64 src, s32 want)
 {
 	s32 *got = loop_counter();
 	struct task_struct *p;
-	s32 local = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL);
 
 	if (!got)
 		return 0;
@@ -918,13 +946,15 @@ __hidden s32 take_batch(s32 cpu, u64 src, s32 want)
 		if (!may_run(p, cpu))
 			continue;
 		scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, slice_ns);
-		if (!scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, *got ? lrq_dsq(cpu) : SCX_DSQ_LOCAL, 0))
+		if (*got) {
+			if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, lrq_dsq(cpu), 0))
+				(*got)++;
 			continue;
-		if (!*got && scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) <= local) {
-			set_inactive(cpu);
-			return 0;
 		}
-		(*got)++;
+		if (run_here(BPF_FOR_EACH_ITER, p, cpu))
+			*got = 1;
+		else if (is_inactive(cpu))
+			return 0;
 	}
 	return *got;
 }
@@ -1016,7 +1046,7 @@ static bool runqget(s32 cpu, struct gmp_cpu *c)
 		}
 		scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, left);
 		tctx->inherit = !tctx->preempts;
-		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
+		if (run_here(BPF_FOR_EACH_ITER, p, cpu)) {
 			stat_add(GMP_STAT_RUNNEXT_HIT, 1);
 			ev_pick(GMP_PICK_RUNNEXT, cpu, p->pid, 1, 1, 0, -1);
 			return true;
@@ -1144,7 +1174,7 @@ __hidden bool runqsteal(s32 cpu, s32 victim, bool stealnext, u32 round)
 		if (!may_run(p, cpu))
 			break;
 		scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, slice_ns);
-		if (!scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
+		if (!run_here(BPF_FOR_EACH_ITER, p, cpu))
 			break;
 		e = ev_new(GMP_EV_PICK, GMP_PICK_STEAL_RUNNEXT, cpu, pid);
 		if (e) {
@@ -1174,7 +1204,6 @@ __hidden bool runqsteal(s32 cpu, s32 victim, bool stealnext, u32 round)
  */
 __hidden bool steal_work(s32 cpu)
 {
-	struct gmp_cpu *c = cpu_ctx(cpu);
 	bool found = false;
 	u32 round, k;
 
@@ -1199,7 +1228,7 @@ __hidden bool steal_work(s32 cpu)
 				found = true;
 				break;
 			}
-			if (c && c->inactive)
+			if (is_inactive(cpu))
 				return false;
 		}
 		if (found)
@@ -1302,29 +1331,21 @@ static s32 first_takeable(u64 dsq, s32 cpu, u64 now, s64 *wait)
  * Run task @pid on @cpu if it is still the first task in DSQ @dsq that
  * @cpu may take: a rule that judged that task runs it, or nothing (a thief
  * may have taken it since). False too if the move put it on the kernel's
- * global DSQ instead (@cpu is inactive: set_inactive()). Owner only.
+ * global DSQ instead (@cpu is inactive: run_here()). Owner only.
  */
 __hidden bool take_first(u64 dsq, s32 cpu, s32 pid)
 {
-	s32 local = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL);
 	struct task_struct *p;
-	s32 first = 0;
+	bool ran = false;
 
 	bpf_for_each(scx_dsq, p, dsq, 0) {
 		if (!may_take(p, cpu))
 			continue;
-		first = p->pid;
-		if (first == pid && !scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
-			first = 0;
+		if (p->pid == pid)
+			ran = run_here(BPF_FOR_EACH_ITER, p, cpu);
 		break;
 	}
-	if (first != pid)
-		return false;
-	if (scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) <= local) {
-		set_inactive(cpu);
-		return false;
-	}
-	return true;
+	return ran;
 }
 
 /*
@@ -1506,7 +1527,7 @@ static bool idle_last(s32 cpu)
 			continue;
 		/* For the trace: the queue with @p in it, not before a put. */
 		len = scx_bpf_dsq_nr_queued(lrq_dsq(cpu));
-		if (!scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
+		if (!run_here(BPF_FOR_EACH_ITER, p, cpu))
 			break;
 		stat_add(GMP_STAT_BEFORE_IDLE, 1);
 		ev_pick(GMP_PICK_LRQ_BEFORE_IDLE, cpu, pid, 1, 1, len, passed);
@@ -1517,7 +1538,7 @@ static bool idle_last(s32 cpu)
 
 		len = scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ);
 		if (idle_behind(p, idle_slice_ns) || !may_run(p, cpu) ||
-		    !scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
+		    !run_here(BPF_FOR_EACH_ITER, p, cpu))
 			return false;
 		stat_add(GMP_STAT_BEFORE_IDLE, 1);
 		ev_pick(GMP_PICK_GRQ_BEFORE_IDLE, cpu, pid, 1, 1, len, passed);
