@@ -884,10 +884,9 @@ static __always_inline void ev_pick(u32 from, s32 cpu, s32 pid, s32 n, s32 want,
  * them, the grace period never ended, the hotplug never reached
  * gmp_cpu_offline(), and RCU stalled (CI's lifecycle test, with CPU 1
  * going off and on under load: a task waited 21 s). So a CPU that finds
- * itself inactive takes nothing more in this dispatch but a task that may
- * run nowhere else (run_here()), and gives its runnext and LRQ to the GRQ
- * (release_lrq()): procresize's move of a destroyed P's queues, done
- * early. Owner only.
+ * itself inactive takes nothing more in this dispatch, and gives its LRQ
+ * to the GRQ (release_lrq()): procresize's move of a destroyed P's queue,
+ * done early. Owner only.
  */
 static void set_inactive(s32 cpu)
 {
@@ -899,6 +898,31 @@ static void set_inactive(s32 cpu)
 	wakep();
 }
 
+/*
+ * run_here: move @p, the task that iterator @it is on, to @cpu's local DSQ
+ * to run next. False if it did not move (a thief took it first), or if the
+ * kernel put it on its global DSQ instead because @cpu is inactive: then
+ * set_inactive(), and is_inactive() tells the caller to take nothing more.
+ * Every move to run a task from one of our DSQs goes through here. Owner
+ * only. A later rule of the same dispatch may still move a task here: it
+ * too goes to the kernel's global DSQ, which every CPU serves first, and is
+ * counted in released. Refusing such moves instead (5d01dd3) left those
+ * tasks on our queues, and in 6 runs of bench/hotplug.sh the longest wait
+ * doubled (docs/reliability.md).
+ */
+static __always_inline bool run_here(struct bpf_iter_scx_dsq *it, struct task_struct *p,
+				     s32 cpu)
+{
+	s32 local = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL);
+
+	if (!scx_bpf_dsq_move(it, p, SCX_DSQ_LOCAL, 0))
+		return false;
+	if (scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) > local)
+		return true;
+	set_inactive(cpu);
+	return false;
+}
+
 /* Has @cpu found itself inactive in this dispatch (set_inactive())? */
 static bool is_inactive(s32 cpu)
 {
@@ -908,38 +932,9 @@ static bool is_inactive(s32 cpu)
 }
 
 /*
- * run_here: move @p, the task that iterator @it is on, to @cpu's local DSQ
- * to run next. False if it did not move (a thief took it first), or if the
- * kernel put it on its global DSQ instead because @cpu is inactive: then
- * set_inactive(). Every move to run a task from one of our DSQs goes
- * through here. Owner only.
- *
- * What an inactive CPU still does in that dispatch: it runs only a task
- * that may run on no other CPU (a per-CPU kthread, which the hotplug itself
- * may wait for); every other task stays where it is, unmoved, so each is
- * turned away, counted in released and woken for at most once; and
- * runqget() gives its runnext and LRQ to the GRQ (release_lrq()).
- */
-static __always_inline bool run_here(struct bpf_iter_scx_dsq *it, struct task_struct *p,
-				     s32 cpu)
-{
-	s32 local;
-
-	if (is_inactive(cpu) && !is_pinned(p))
-		return false;
-	local = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL);
-	if (!scx_bpf_dsq_move(it, p, SCX_DSQ_LOCAL, 0))
-		return false;
-	if (scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) > local)
-		return true;
-	set_inactive(cpu);
-	return false;
-}
-
-/*
  * Move up to @want tasks that may run on @cpu from DSQ @src: the first to run
- * now, the rest to @cpu's LRQ tail. Returns how many moved. An inactive
- * CPU (run_here()) takes only one task, which may run nowhere else, or 0.
+ * now, the rest to @cpu's LRQ tail. Returns how many moved; 0 if the first
+ * went to the kernel's global DSQ instead (@cpu is inactive: run_here()).
  */
 __hidden s32 take_batch(s32 cpu, u64 src, s32 want)
 {
@@ -956,14 +951,14 @@ __hidden s32 take_batch(s32 cpu, u64 src, s32 want)
 			continue;
 		scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, slice_ns);
 		if (*got) {
-			if (is_inactive(cpu))
-				break;
 			if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, lrq_dsq(cpu), 0))
 				(*got)++;
 			continue;
 		}
 		if (run_here(BPF_FOR_EACH_ITER, p, cpu))
 			*got = 1;
+		else if (is_inactive(cpu))
+			return 0;
 	}
 	return *got;
 }
@@ -996,16 +991,11 @@ __hidden s32 dsq_to_grq(u64 dsq, u32 why, bool keep_pinned)
  * release_lrq: @cpu's LRQ holds tasks that @cpu could not take (inactive,
  * see set_inactive(); or a task whose migration is disabled on another
  * CPU): they go to the GRQ tail, in order, where any CPU may take them,
- * and wakep() finds them a CPU. An inactive CPU's runnext goes first, but
- * for a task that may run nowhere else (run_here()). Owner only.
+ * and wakep() finds them a CPU. Owner only.
  */
 static void release_lrq(s32 cpu)
 {
-	s32 moved = 0;
-
-	if (is_inactive(cpu))
-		moved = dsq_to_grq(runnext_dsq(cpu), GMP_WHY_PROCRESIZE, true);
-	moved += dsq_to_grq(lrq_dsq(cpu), GMP_WHY_PROCRESIZE, false);
+	s32 moved = dsq_to_grq(lrq_dsq(cpu), GMP_WHY_PROCRESIZE, false);
 
 	stat_add(GMP_STAT_RELEASED, moved);
 	if (moved)
@@ -1094,11 +1084,8 @@ static bool runqget(s32 cpu, struct gmp_cpu *c)
 	}
 	if (trace_on)
 		c->seen_lrq = queued > 0 ? -queued : 0;
-	if (queued > 0 || c->inactive)
+	if (queued > 0)
 		release_lrq(cpu);
-	/* For the trace: an inactive CPU's runnext went to the GRQ with it. */
-	if (trace_on && c->inactive)
-		c->seen_runnext = scx_bpf_dsq_nr_queued(runnext_dsq(cpu));
 	return false;
 }
 

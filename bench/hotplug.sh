@@ -1,0 +1,46 @@
+# bench/hotplug.sh A B [ROUNDS] [CYCLES]: in the guest (vm/run --cpus 4 --
+# bash bench/hotplug.sh A B), compare two scx_gmp builds across CPU hotplug.
+# Round by round, A then B, each is loaded beside stress-ng's CPU, pipe,
+# fork and futex load and a loop of short sleeps while CPU 1 goes off and on
+# CYCLES times (default 20), a second each way. One line per run: the
+# agent's exit code, its released and procresize counters and longest wait
+# (max_wait_us), and the kernel's count of moves to an inactive CPU's local
+# DSQ that it turned away (SCX_EV_DISPATCH_LOCAL_DSQ_OFFLINE, since the
+# load: the events file exists only while a scheduler is loaded).
+if [ $# -lt 2 ] || [ ! -x "$1" ] || [ ! -x "$2" ]; then
+	echo "usage: bench/hotplug.sh A B [ROUNDS] [CYCLES]: A and B are scx_gmp binaries, in a guest of vm/run" >&2
+	exit 2
+fi
+[ -e /sys/kernel/sched_ext/state ] || { echo "bench/hotplug.sh: no sched_ext here: run it in a guest of vm/run" >&2; exit 2; }
+A=$(realpath "$1") B=$(realpath "$2") ROUNDS=${3:-3} CYCLES=${4:-20}
+. "$(dirname "$0")/../tests/guest/lib.sh"
+EVENTS=/sys/kernel/sched_ext/root/events
+for round in $(seq "$ROUNDS"); do
+	for which in A B; do
+		if [ $which = A ]; then SCX_GMP=$A; else SCX_GMP=$B; fi
+		start_gmp /tmp/gmp.log || exit 1
+		(while :; do sleep 0.01; done) &
+		sleeper=$!
+		stress-ng --cpu "$(nproc)" --pipe 2 --fork 1 --futex 1 -t 3000 >/dev/null 2>&1 &
+		load=$!
+		for i in $(seq "$CYCLES"); do
+			echo 0 >/sys/devices/system/cpu/cpu1/online
+			sleep 1
+			echo 1 >/sys/devices/system/cpu/cpu1/online
+			sleep 1
+		done
+		sleep 5
+		kill $sleeper $load
+		wait $load 2>/dev/null
+		stats=$(timeout 20 "$SCX_GMP" --monitor 0.5 --json 2>/dev/null | head -n 1)
+		turned=$(awk '/DISPATCH_LOCAL_DSQ_OFFLINE/ {print $NF}' $EVENTS 2>/dev/null)
+		kill -TERM "$GMP_PID"
+		wait "$GMP_PID"
+		rc=$?
+		wait_state disabled 30
+		counts=$(echo "$stats" | python3 -c 'import json, sys
+d = json.load(sys.stdin)
+print("released=%s procresize=%s max_wait_us=%s" % (d["released"], d["procresize"], d["max_wait_us"]))' 2>/dev/null)
+		echo "round=$round build=$which exit=$rc ${counts:-stats=missing} turned_away=${turned:-?}"
+	done
+done
