@@ -23,12 +23,7 @@ for round in $(seq "$ROUNDS"); do
 		sleeper=$!
 		stress-ng --cpu "$(nproc)" --pipe 2 --fork 1 --futex 1 -t 3000 >/dev/null 2>&1 &
 		load=$!
-		for i in $(seq "$CYCLES"); do
-			echo 0 >/sys/devices/system/cpu/cpu1/online
-			sleep 1
-			echo 1 >/sys/devices/system/cpu/cpu1/online
-			sleep 1
-		done
+		cpu1_cycles "$CYCLES"
 		sleep 5
 		kill $sleeper $load
 		wait $load 2>/dev/null

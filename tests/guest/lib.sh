@@ -242,3 +242,15 @@ hotplug() {
 		echo failed
 	fi
 }
+
+# cpu1_cycles N: take CPU 1 offline and bring it back N times, a second
+# each way (the lifecycle test, bench/hotplug.sh).
+cpu1_cycles() {
+	local i
+	for i in $(seq "$1"); do
+		echo 0 >/sys/devices/system/cpu/cpu1/online
+		sleep 1
+		echo 1 >/sys/devices/system/cpu/cpu1/online
+		sleep 1
+	done
+}

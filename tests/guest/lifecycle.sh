@@ -42,12 +42,7 @@ seq0=$(cat /sys/kernel/sched_ext/enable_seq)
 sleeper=$!
 stress-ng --cpu "$(nproc)" --pipe 2 --fork 1 --futex 1 -t 3000 >/dev/null 2>&1 &
 load=$!
-for i in $(seq 10); do
-	echo 0 >/sys/devices/system/cpu/cpu1/online
-	sleep 1
-	echo 1 >/sys/devices/system/cpu/cpu1/online
-	sleep 1
-done
+cpu1_cycles 10
 sleep 25
 kill $sleeper $load
 wait $load 2>/dev/null
