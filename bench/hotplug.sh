@@ -19,23 +19,12 @@ for round in $(seq "$ROUNDS"); do
 	for which in A B; do
 		if [ $which = A ]; then SCX_GMP=$A; else SCX_GMP=$B; fi
 		start_gmp /tmp/gmp.log || exit 1
-		(while :; do sleep 0.01; done) &
-		sleeper=$!
-		stress-ng --cpu "$(nproc)" --pipe 2 --fork 1 --futex 1 -t 3000 >/dev/null 2>&1 &
-		load=$!
-		cpu1_cycles "$CYCLES"
-		sleep 5
-		kill $sleeper $load
-		wait $load 2>/dev/null
-		stats=$(timeout 20 "$SCX_GMP" --monitor 0.5 --json 2>/dev/null | head -n 1)
+		cpu1_cycles_under_load "$CYCLES" 5
 		turned=$(awk '/DISPATCH_LOCAL_DSQ_OFFLINE/ {print $NF}' $EVENTS 2>/dev/null)
-		kill -TERM "$GMP_PID"
-		wait "$GMP_PID"
-		rc=$?
-		wait_state disabled 30
-		counts=$(echo "$stats" | python3 -c 'import json, sys
+		stop_gmp /tmp/gmp.log >/tmp/stop.out
+		counts=$(sed -n 's/^stats_json=//p' /tmp/stop.out | python3 -c 'import json, sys
 d = json.load(sys.stdin)
 print("released=%s procresize=%s max_wait_us=%s" % (d["released"], d["procresize"], d["max_wait_us"]))' 2>/dev/null)
-		echo "round=$round build=$which exit=$rc ${counts:-stats=missing} turned_away=${turned:-?}"
+		echo "round=$round build=$which exit=$(sed -n 's/^gmp_exit=//p' /tmp/stop.out) ${counts:-stats=missing} turned_away=${turned:-?}"
 	done
 done

@@ -243,14 +243,23 @@ hotplug() {
 	fi
 }
 
-# cpu1_cycles N: take CPU 1 offline and bring it back N times, a second
-# each way (the lifecycle test, bench/hotplug.sh).
-cpu1_cycles() {
-	local i
+# cpu1_cycles_under_load N AFTER: take CPU 1 offline and bring it back N
+# times, a second each way, beside wakeups that look for idle CPUs (a shell
+# loop of short sleeps) and stress-ng's CPU, pipe, fork and futex load,
+# which go on for AFTER seconds more (the lifecycle test, bench/hotplug.sh).
+cpu1_cycles_under_load() {
+	local i sleeper load
+	(while :; do sleep 0.01; done) &
+	sleeper=$!
+	stress-ng --cpu "$(nproc)" --pipe 2 --fork 1 --futex 1 -t 3000 >/dev/null 2>&1 &
+	load=$!
 	for i in $(seq "$1"); do
 		echo 0 >/sys/devices/system/cpu/cpu1/online
 		sleep 1
 		echo 1 >/sys/devices/system/cpu/cpu1/online
 		sleep 1
 	done
+	sleep "$2"
+	kill $sleeper $load
+	wait $load 2>/dev/null
 }

@@ -38,14 +38,7 @@ echo "after_online=$(hotplug 1 1 90) cpus=$(nproc)"
 # under this load, its tasks were once stranded in the DSQ of a CPU back
 # online, README "Hotplug").
 seq0=$(cat /sys/kernel/sched_ext/enable_seq)
-(while :; do sleep 0.01; done) &
-sleeper=$!
-stress-ng --cpu "$(nproc)" --pipe 2 --fork 1 --futex 1 -t 3000 >/dev/null 2>&1 &
-load=$!
-cpu1_cycles 10
-sleep 25
-kill $sleeper $load
-wait $load 2>/dev/null
+cpu1_cycles_under_load 10 25
 # The kernel's count of hotplug events while the scheduler was loaded: it
 # saw each one (procresize).
 echo "hotplug_events=$(($(cat /sys/kernel/sched_ext/hotplug_seq) - hotplug_seq0))"
