@@ -6,7 +6,10 @@
 # agent's exit code, its released and procresize counters and longest wait
 # (max_wait_us), and the kernel's count of moves to an inactive CPU's local
 # DSQ that it turned away (SCX_EV_DISPATCH_LOCAL_DSQ_OFFLINE, since the
-# load: the events file exists only while a scheduler is loaded).
+# load: the events file exists only while a scheduler is loaded). With
+# HOTPLUG_TRACE=1 each run also records a trace (--trace), and B's checker
+# adds its summary: violations, and how long the tasks that the CPU going
+# offline gave to the global queue waited to run (procresize).
 if [ $# -lt 2 ] || [ ! -x "$1" ] || [ ! -x "$2" ]; then
 	echo "usage: bench/hotplug.sh A B [ROUNDS] [CYCLES]: A and B are scx_gmp binaries, in a guest of vm/run" >&2
 	exit 2
@@ -18,7 +21,12 @@ EVENTS=/sys/kernel/sched_ext/root/events
 for round in $(seq "$ROUNDS"); do
 	for which in A B; do
 		if [ $which = A ]; then SCX_GMP=$A; else SCX_GMP=$B; fi
-		start_gmp /tmp/gmp.log || exit 1
+		if [ "${HOTPLUG_TRACE:-0}" = 1 ]; then
+			rm -f /tmp/hotplug.trace
+			start_gmp /tmp/gmp.log --trace /tmp/hotplug.trace || exit 1
+		else
+			start_gmp /tmp/gmp.log || exit 1
+		fi
 		cpu1_cycles_under_load "$CYCLES" 5
 		turned=$(awk '/DISPATCH_LOCAL_DSQ_OFFLINE/ {print $NF}' $EVENTS 2>/dev/null)
 		stop_gmp /tmp/gmp.log >/tmp/stop.out
@@ -26,5 +34,8 @@ for round in $(seq "$ROUNDS"); do
 d = json.load(sys.stdin)
 print("released=%s procresize=%s max_wait_us=%s" % (d["released"], d["procresize"], d["max_wait_us"]))' 2>/dev/null)
 		echo "round=$round build=$which exit=$(sed -n 's/^gmp_exit=//p' /tmp/stop.out) ${counts:-stats=missing} turned_away=${turned:-?}"
+		if [ "${HOTPLUG_TRACE:-0}" = 1 ]; then
+			"$B" check /tmp/hotplug.trace 2>&1 | grep -E "^checked|^released" | sed 's/^/  /'
+		fi
 	done
 done

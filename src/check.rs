@@ -58,6 +58,9 @@ pub struct Report {
     pub worst_idle_beside_work_at: usize,
     /// The longest a task waited from its put to its run.
     pub worst_wait_ns: u64,
+    /// How long each task that a CPU going offline gave to the global
+    /// queue (`procresize`) waited from that put to its run.
+    pub released_waits_ns: Vec<u64>,
     /// Where the BPF side differs from Go on purpose (README, "Where Linux
     /// differs from Go"): counted, not hidden.
     pub kthread_puts: usize,
@@ -119,6 +122,17 @@ impl std::fmt::Display for Report {
             self.worst_wait_ns as f64 / 1e6,
             self.still_queued
         )?;
+        if !self.released_waits_ns.is_empty() {
+            let mut w = self.released_waits_ns.clone();
+            w.sort_unstable();
+            writeln!(
+                f,
+                "released by a CPU going offline (procresize): {} ran, wait from that put to the run: median {:.3} ms, worst {:.3} ms",
+                w.len(),
+                w[w.len() / 2] as f64 / 1e6,
+                w[w.len() - 1] as f64 / 1e6
+            )?;
+        }
         writeln!(
             f,
             "pidleget: {} of {} wakeps woke the most recently idled CPU",
@@ -345,6 +359,9 @@ impl Checker {
         if let Some(q) = self.dequeue(e.pid, e.ts) {
             let wait = e.ts.saturating_sub(q.ts);
             self.report.worst_wait_ns = self.report.worst_wait_ns.max(wait);
+            if q.put.sub == gmp_put_GMP_PUT_GRQ && q.put.why == gmp_why_GMP_WHY_PROCRESIZE {
+                self.report.released_waits_ns.push(wait);
+            }
         }
         self.end_idle(e.cpu, e.ts);
         if let Some(c) = self.cpu(e.cpu) {
@@ -883,6 +900,23 @@ mod tests {
             "30 run.1 cpu=0 pid=5",
         ]);
         assert!(v.is_empty(), "{v:?}");
+    }
+
+    #[test]
+    fn a_released_task_s_wait_is_measured_from_its_global_put() {
+        let r = check(
+            trace_of(&[
+                "10 put.lrq why=wake cpu=1 pid=5 n=1",
+                "1000 put.grq why=procresize cpu=-1 pid=5 n=1",
+                "1000 put.grq why=expire cpu=-1 pid=6 n=2",
+                "4000 run.1 cpu=0 pid=5",
+                "9000 run.1 cpu=0 pid=6",
+            ])
+            .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(r.released_waits_ns, vec![3000], "only pid 5 was released");
+        assert!(r.to_string().contains("procresize): 1 ran"), "{r}");
     }
 
     #[test]
