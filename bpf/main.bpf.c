@@ -964,11 +964,14 @@ __hidden s32 take_batch(s32 cpu, u64 src, s32 want)
 }
 
 /*
- * Move the tasks in DSQ @dsq to the GRQ tail, in order, each traced as put
- * there for @why; with @keep_pinned, those that may run on one CPU only
- * stay. Returns how many moved. For handoffp() and release_lrq(). Any CPU.
+ * Move the tasks in DSQ @dsq to the GRQ, in order, each traced as put there
+ * for @why: to its tail, or with @head to its head, ahead of what waited
+ * there (proc.go globrunqputhead, from @dsq's tail back). With
+ * @keep_pinned, those that may run on one CPU only stay. Returns how many
+ * moved. For handoffp() (the tail), release_lrq() and procresize (the
+ * head). Any CPU.
  */
-__hidden s32 dsq_to_grq(u64 dsq, u32 why, bool keep_pinned)
+__hidden s32 dsq_to_grq(u64 dsq, u32 why, bool keep_pinned, bool head)
 {
 	s32 *moved = loop_counter();
 	struct task_struct *p;
@@ -976,11 +979,11 @@ __hidden s32 dsq_to_grq(u64 dsq, u32 why, bool keep_pinned)
 	if (!moved)
 		return 0;
 	*moved = 0;
-	bpf_for_each(scx_dsq, p, dsq, 0) {
+	bpf_for_each(scx_dsq, p, dsq, head ? SCX_DSQ_ITER_REV : 0) {
 		if (keep_pinned && is_pinned(p))
 			continue;
 		ev_put(GMP_PUT_GRQ, why, -1, p, scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) + 1);
-		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, GMP_DSQ_GRQ, 0))
+		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, GMP_DSQ_GRQ, head ? SCX_ENQ_HEAD : 0))
 			(*moved)++;
 	}
 	stat_add(GMP_STAT_GLOBAL_PUT, *moved);
@@ -990,12 +993,13 @@ __hidden s32 dsq_to_grq(u64 dsq, u32 why, bool keep_pinned)
 /*
  * release_lrq: @cpu's LRQ holds tasks that @cpu could not take (inactive,
  * see set_inactive(); or a task whose migration is disabled on another
- * CPU): they go to the GRQ tail, in order, where any CPU may take them,
- * and wakep() finds them a CPU. Owner only.
+ * CPU): they go to the GRQ head, in order, as proc.go's (*p).destroy moves
+ * a destroyed P's queue, where any CPU may take them, and wakep() finds
+ * them a CPU. Owner only.
  */
 static void release_lrq(s32 cpu)
 {
-	s32 moved = dsq_to_grq(lrq_dsq(cpu), GMP_WHY_PROCRESIZE, false);
+	s32 moved = dsq_to_grq(lrq_dsq(cpu), GMP_WHY_PROCRESIZE, false, true);
 
 	stat_add(GMP_STAT_RELEASED, moved);
 	if (moved)
@@ -1257,8 +1261,8 @@ __hidden void handoffp(s32 victim)
 	runnext_flush(victim);
 	runqputslow_flush(victim);
 	/* runnext, then the LRQ: the order Go's queues would be read in. */
-	moved = dsq_to_grq(runnext_dsq(victim), GMP_WHY_HANDOFF, true);
-	moved += dsq_to_grq(lrq_dsq(victim), GMP_WHY_HANDOFF, true);
+	moved = dsq_to_grq(runnext_dsq(victim), GMP_WHY_HANDOFF, true, false);
+	moved += dsq_to_grq(lrq_dsq(victim), GMP_WHY_HANDOFF, true, false);
 	stat_add(GMP_STAT_RETAKE_TASKS, moved);
 }
 
@@ -2186,8 +2190,9 @@ void BPF_STRUCT_OPS(gmp_cpu_acquire, s32 cpu, struct scx_cpu_acquire_args *args)
 
 /*
  * procresize: proc.go procresize, for a P it destroys - @cpu went offline:
- * the P stops spinning, its runnext and LRQ come back through gmp_enqueue()
- * (SCX_ENQ_REENQ) to the GRQ tail, the kernel moves the tasks in its local
+ * the P stops spinning, its runnext and then its LRQ go to the GRQ head, in
+ * order ((*p).destroy), those that may run on @cpu only come back through
+ * gmp_enqueue() (SCX_ENQ_REENQ), the kernel moves the tasks in its local
  * DSQ, and wakep() finds them a CPU. Handled here, the kernel does not ask
  * the agent to restart, which would put every task under the kernel's own
  * scheduler in between: there, under the soak, a preempted task waited 21 s
@@ -2201,6 +2206,8 @@ void BPF_STRUCT_OPS(gmp_cpu_offline, s32 cpu)
 		set_held(c, true);
 		stop_spinning(cpu, c);
 	}
+	dsq_to_grq(lrq_dsq(cpu), GMP_WHY_PROCRESIZE, true, true);
+	dsq_to_grq(runnext_dsq(cpu), GMP_WHY_PROCRESIZE, true, true);
 	scx_bpf_dsq_reenq(runnext_dsq(cpu), 0);
 	scx_bpf_dsq_reenq(lrq_dsq(cpu), 0);
 	stat_add(GMP_STAT_PROCRESIZE, 1);

@@ -194,6 +194,15 @@ impl Lrq {
         Some(g)
     }
 
+    /// Take the tail task (proc.go (*p).destroy: `runqtail--`).
+    fn pop_back(&mut self) -> Option<G> {
+        if self.is_empty() {
+            return None;
+        }
+        self.tail = self.tail.wrapping_sub(1);
+        Some(self.buf[self.slot(self.tail)])
+    }
+
     /// The tasks, head first.
     pub fn iter(&self) -> impl Iterator<Item = G> + '_ {
         (0..self.len() as u32).map(move |i| self.buf[self.slot(self.head.wrapping_add(i))])
@@ -704,11 +713,20 @@ impl Sched {
     }
 
     /// proc.go procresize, for a P it destroys: `p`'s CPU went offline. It
-    /// stops spinning and its queued tasks go to the global queue (Go puts
-    /// them at the head; sched_ext's re-enqueue appends). Any P.
+    /// stops spinning, and its runnext and then its LRQ, in order, go to the
+    /// global queue's head, ahead of what waited there ((*p).destroy, which
+    /// calls globrunqputhead from the LRQ's tail back). Any P.
     pub fn procresize(&mut self, p: usize) {
         self.stop_spinning(p);
-        self.queues_to_global(p, |_, _| false);
+        let pp = &mut self.ps[p];
+        while let Some(g) = pp.runq.pop_back() {
+            self.runq.push_front(g);
+            self.stats.global_put += 1;
+        }
+        if let Some(g) = pp.runnext.take() {
+            self.runq.push_front(g);
+            self.stats.global_put += 1;
+        }
     }
 
     /// proc.go resetspinning: `p` stops spinning.
@@ -1085,7 +1103,7 @@ mod tests {
     }
 
     #[test]
-    fn procresize_moves_runnext_then_the_lrq_to_the_global_tail() {
+    fn procresize_moves_runnext_then_the_lrq_to_the_global_head() {
         let mut s = busy(2);
         let gs: Vec<G> = (0..4).map(|_| s.new_g(Affinity::All)).collect();
         s.globrunqput(gs[0]);
@@ -1093,7 +1111,7 @@ mod tests {
         s.runqput(1, gs[2], false, 0);
         s.runqput(1, gs[3], true, 0);
         s.procresize(1);
-        assert_eq!(Vec::from(s.runq.clone()), vec![gs[0], gs[3], gs[1], gs[2]]);
+        assert_eq!(Vec::from(s.runq.clone()), vec![gs[3], gs[1], gs[2], gs[0]]);
         assert!(s.ps[1].runq.is_empty() && s.ps[1].runnext.is_none());
     }
 
