@@ -18,15 +18,13 @@ fi
 A=$(realpath "$1") B=$(realpath "$2") ROUNDS=${3:-3} CYCLES=${4:-20}
 . "$(dirname "$0")/../tests/guest/lib.sh"
 EVENTS=/sys/kernel/sched_ext/root/events
+trace=()
+[ "${HOTPLUG_TRACE:-0}" = 1 ] && trace=(--trace /tmp/hotplug.trace)
 for round in $(seq "$ROUNDS"); do
 	for which in A B; do
 		if [ $which = A ]; then SCX_GMP=$A; else SCX_GMP=$B; fi
-		if [ "${HOTPLUG_TRACE:-0}" = 1 ]; then
-			rm -f /tmp/hotplug.trace
-			start_gmp /tmp/gmp.log --trace /tmp/hotplug.trace || exit 1
-		else
-			start_gmp /tmp/gmp.log || exit 1
-		fi
+		rm -f /tmp/hotplug.trace
+		start_gmp /tmp/gmp.log "${trace[@]}" || exit 1
 		cpu1_cycles_under_load "$CYCLES" 5
 		turned=$(awk '/DISPATCH_LOCAL_DSQ_OFFLINE/ {print $NF}' $EVENTS 2>/dev/null)
 		stop_gmp /tmp/gmp.log >/tmp/stop.out
@@ -34,7 +32,7 @@ for round in $(seq "$ROUNDS"); do
 d = json.load(sys.stdin)
 print("released=%s procresize=%s max_wait_us=%s" % (d["released"], d["procresize"], d["max_wait_us"]))' 2>/dev/null)
 		echo "round=$round build=$which exit=$(sed -n 's/^gmp_exit=//p' /tmp/stop.out) ${counts:-stats=missing} turned_away=${turned:-?}"
-		if [ "${HOTPLUG_TRACE:-0}" = 1 ]; then
+		if [ ${#trace[@]} -gt 0 ]; then
 			"$B" check /tmp/hotplug.trace 2>&1 | grep -E "^checked|^released" | sed 's/^/  /'
 		fi
 	done

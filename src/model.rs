@@ -450,6 +450,13 @@ impl Sched {
         self.stats.global_put += 1;
     }
 
+    /// proc.go globrunqputhead: put `g` at the global queue head (a
+    /// destroyed P's queue, `procresize`).
+    fn globrunqputhead(&mut self, g: G) {
+        self.runq.push_front(g);
+        self.stats.global_put += 1;
+    }
+
     /// proc.go runqget: runnext first (the task inherits the slice), then
     /// the LRQ head.
     pub fn runqget(&mut self, p: usize) -> Option<(G, bool)> {
@@ -718,14 +725,11 @@ impl Sched {
     /// calls globrunqputhead from the LRQ's tail back). Any P.
     pub fn procresize(&mut self, p: usize) {
         self.stop_spinning(p);
-        let pp = &mut self.ps[p];
-        while let Some(g) = pp.runq.pop_back() {
-            self.runq.push_front(g);
-            self.stats.global_put += 1;
+        while let Some(g) = self.ps[p].runq.pop_back() {
+            self.globrunqputhead(g);
         }
-        if let Some(g) = pp.runnext.take() {
-            self.runq.push_front(g);
-            self.stats.global_put += 1;
+        if let Some(g) = self.ps[p].runnext.take() {
+            self.globrunqputhead(g);
         }
     }
 
