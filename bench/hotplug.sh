@@ -8,8 +8,9 @@
 # DSQ that it turned away (SCX_EV_DISPATCH_LOCAL_DSQ_OFFLINE, since the
 # load: the events file exists only while a scheduler is loaded). With
 # HOTPLUG_TRACE=1 each run also records a trace (--trace), and B's checker
-# adds its summary: violations, and how long the tasks that the CPU going
-# offline gave to the global queue waited to run (procresize).
+# adds its summary: violations, the longest wait with the put and the pick
+# it came from, and how long the tasks that the CPU going offline gave to
+# the global queue waited to run (procresize).
 if [ $# -lt 2 ] || [ ! -x "$1" ] || [ ! -x "$2" ]; then
 	echo "usage: bench/hotplug.sh A B [ROUNDS] [CYCLES]: A and B are scx_gmp binaries, in a guest of vm/run" >&2
 	exit 2
@@ -33,7 +34,7 @@ d = json.load(sys.stdin)
 print("released=%s procresize=%s max_wait_us=%s" % (d["released"], d["procresize"], d["max_wait_us"]))' 2>/dev/null)
 		echo "round=$round build=$which exit=$(sed -n 's/^gmp_exit=//p' /tmp/stop.out) ${counts:-stats=missing} turned_away=${turned:-?}"
 		if [ ${#trace[@]} -gt 0 ]; then
-			"$B" check /tmp/hotplug.trace 2>&1 | grep -E "^checked|^released" | sed 's/^/  /'
+			"$B" check /tmp/hotplug.trace 2>&1 | grep -E "^checked|^released|^worst" | sed 's/^/  /'
 		fi
 	done
 done

@@ -58,6 +58,9 @@ pub struct Report {
     pub worst_idle_beside_work_at: usize,
     /// The longest a task waited from its put to its run.
     pub worst_wait_ns: u64,
+    /// Where that wait came from: the put, the pick that ended it, and the
+    /// run's event index (for reading the trace around it).
+    pub worst_wait: Option<WorstWait>,
     /// How long each task that a CPU going offline gave to the global
     /// queue (`procresize`) waited from that put to its run.
     pub released_waits_ns: Vec<u64>,
@@ -88,6 +91,17 @@ pub struct Report {
     /// marks it idle, so a CPU that has just idled may not be claimable yet.
     pub wakeps: usize,
     pub wakeps_newest: usize,
+}
+
+/// The longest wait's put and the pick that ended it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorstWait {
+    pub pid: i32,
+    /// The put's name and reason, as `scx_gmp check` prints events.
+    pub put: String,
+    /// The pick on the CPU that ran it, just before the run ("-": none seen).
+    pub pick: String,
+    pub run_index: usize,
 }
 
 impl Report {
@@ -122,6 +136,13 @@ impl std::fmt::Display for Report {
             self.worst_wait_ns as f64 / 1e6,
             self.still_queued
         )?;
+        if let Some(w) = &self.worst_wait {
+            writeln!(
+                f,
+                "worst wait: pid {} put by {}, run after {} at event {}",
+                w.pid, w.put, w.pick, w.run_index
+            )?;
+        }
         if !self.released_waits_ns.is_empty() {
             let mut w = self.released_waits_ns.clone();
             w.sort_unstable();
@@ -175,6 +196,8 @@ struct Cpu {
     idle_now: bool,
     /// The task that last started running here (0: none seen yet).
     running: i32,
+    /// The kind of this CPU's last pick event, if any since its last run.
+    last_pick: Option<u32>,
 }
 
 struct Checker {
@@ -246,7 +269,7 @@ impl Checker {
         match e.kind {
             gmp_ev_GMP_EV_PUT => self.put(i, e),
             gmp_ev_GMP_EV_PICK => self.pick(i, e),
-            gmp_ev_GMP_EV_RUN => self.ran(e),
+            gmp_ev_GMP_EV_RUN => self.ran(i, e),
             gmp_ev_GMP_EV_SLEEP => {
                 self.dequeue(e.pid, e.ts);
             }
@@ -355,10 +378,27 @@ impl Checker {
         Some(q)
     }
 
-    fn ran(&mut self, e: &Event) {
+    fn ran(&mut self, i: usize, e: &Event) {
+        let pick = self.cpu(e.cpu).and_then(|c| c.last_pick.take());
         if let Some(q) = self.dequeue(e.pid, e.ts) {
             let wait = e.ts.saturating_sub(q.ts);
-            self.report.worst_wait_ns = self.report.worst_wait_ns.max(wait);
+            if wait > self.report.worst_wait_ns || self.report.worst_wait.is_none() {
+                self.report.worst_wait_ns = wait;
+                let pick = pick.map_or("-".to_string(), |sub| {
+                    Event {
+                        kind: gmp_ev_GMP_EV_PICK,
+                        sub,
+                        ..q.put
+                    }
+                    .name()
+                });
+                self.report.worst_wait = Some(WorstWait {
+                    pid: e.pid,
+                    put: format!("{} why={}", q.put.name(), q.put.why_name()),
+                    pick,
+                    run_index: i,
+                });
+            }
             if q.put.sub == gmp_put_GMP_PUT_GRQ && q.put.why == gmp_why_GMP_WHY_PROCRESIZE {
                 self.report.released_waits_ns.push(wait);
             }
@@ -403,6 +443,7 @@ impl Checker {
         self.end_idle(e.cpu, e.ts);
         if let Some(c) = self.cpu(e.cpu) {
             c.idle_now = false;
+            c.last_pick = Some(e.sub);
         }
         let retook = self.cpu(e.cpu).map(|c| std::mem::take(&mut c.retook)) == Some(true);
         let p = self.p.clone();
@@ -917,6 +958,28 @@ mod tests {
         .unwrap();
         assert_eq!(r.released_waits_ns, vec![3000], "only pid 5 was released");
         assert!(r.to_string().contains("procresize): 1 ran"), "{r}");
+    }
+
+    #[test]
+    fn the_worst_wait_names_its_put_and_the_pick_that_ended_it() {
+        let r = check(
+            trace_of(&[
+                "10 put.grq why=expire cpu=-1 pid=5 n=1",
+                "20 put.lrq why=wake cpu=0 pid=6 n=1",
+                "30 pick.lrq cpu=0 pid=6 n=1 want=1 tick=1 lrq=1",
+                "40 run.1 cpu=0 pid=6",
+                "9000 pick.aged cpu=0 pid=-1 n=1 want=1 tick=2 len=1",
+                "9010 run.1 cpu=0 pid=5",
+            ])
+            .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(r.worst_wait_ns, 9000);
+        let w = r.worst_wait.as_ref().expect("a worst wait");
+        assert_eq!(w.pid, 5, "pid 6 waited 20 ns, pid 5 9000 ns");
+        assert_eq!(w.put, "put.grq why=expire");
+        assert_eq!(w.pick, "pick.aged");
+        assert_eq!(w.run_index, 5);
     }
 
     #[test]
