@@ -56,10 +56,8 @@ pub struct Report {
     /// and the event where that began.
     pub worst_idle_beside_work_ns: u64,
     pub worst_idle_beside_work_at: usize,
-    /// The longest a task waited from its put to its run.
-    pub worst_wait_ns: u64,
-    /// Where that wait came from: the put, the pick that ended it, and the
-    /// run's event index (for reading the trace around it).
+    /// The longest a task waited from its put to its run, with the put it
+    /// waited from and the pick that ended it.
     pub worst_wait: Option<WorstWait>,
     /// How long each task that a CPU going offline gave to the global
     /// queue (`procresize`) waited from that put to its run.
@@ -93,14 +91,17 @@ pub struct Report {
     pub wakeps_newest: usize,
 }
 
-/// The longest wait's put and the pick that ended it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The longest wait from a put to a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorstWait {
+    pub ns: u64,
     pub pid: i32,
-    /// The put's name and reason, as `scx_gmp check` prints events.
-    pub put: String,
-    /// The pick on the CPU that ran it, just before the run ("-": none seen).
-    pub pick: String,
+    /// The put it waited from.
+    pub put: Event,
+    /// The pick on the CPU that ran it, since that CPU's run before (None:
+    /// none seen).
+    pub pick: Option<Event>,
+    /// The run's event index, for reading the trace around it.
     pub run_index: usize,
 }
 
@@ -133,14 +134,17 @@ impl std::fmt::Display for Report {
             "worst idle beside queued work: {:.3} ms (from event {}); worst wait from put to run: {:.3} ms; still queued at the end: {}",
             self.worst_idle_beside_work_ns as f64 / 1e6,
             self.worst_idle_beside_work_at,
-            self.worst_wait_ns as f64 / 1e6,
+            self.worst_wait.map_or(0, |w| w.ns) as f64 / 1e6,
             self.still_queued
         )?;
         if let Some(w) = &self.worst_wait {
             writeln!(
                 f,
                 "worst wait: pid {} put by {}, run after {} at event {}",
-                w.pid, w.put, w.pick, w.run_index
+                w.pid,
+                w.put.put_summary(),
+                w.pick.map_or("-".to_string(), |p| p.name()),
+                w.run_index
             )?;
         }
         if !self.released_waits_ns.is_empty() {
@@ -196,8 +200,8 @@ struct Cpu {
     idle_now: bool,
     /// The task that last started running here (0: none seen yet).
     running: i32,
-    /// The kind of this CPU's last pick event, if any since its last run.
-    last_pick: Option<u32>,
+    /// This CPU's last pick event, if any since its last run.
+    last_pick: Option<Event>,
 }
 
 struct Checker {
@@ -382,19 +386,11 @@ impl Checker {
         let pick = self.cpu(e.cpu).and_then(|c| c.last_pick.take());
         if let Some(q) = self.dequeue(e.pid, e.ts) {
             let wait = e.ts.saturating_sub(q.ts);
-            if wait > self.report.worst_wait_ns || self.report.worst_wait.is_none() {
-                self.report.worst_wait_ns = wait;
-                let pick = pick.map_or("-".to_string(), |sub| {
-                    Event {
-                        kind: gmp_ev_GMP_EV_PICK,
-                        sub,
-                        ..q.put
-                    }
-                    .name()
-                });
+            if self.report.worst_wait.is_none_or(|w| wait > w.ns) {
                 self.report.worst_wait = Some(WorstWait {
+                    ns: wait,
                     pid: e.pid,
-                    put: format!("{} why={}", q.put.name(), q.put.why_name()),
+                    put: q.put,
                     pick,
                     run_index: i,
                 });
@@ -443,7 +439,7 @@ impl Checker {
         self.end_idle(e.cpu, e.ts);
         if let Some(c) = self.cpu(e.cpu) {
             c.idle_now = false;
-            c.last_pick = Some(e.sub);
+            c.last_pick = Some(*e);
         }
         let retook = self.cpu(e.cpu).map(|c| std::mem::take(&mut c.retook)) == Some(true);
         let p = self.p.clone();
@@ -974,12 +970,17 @@ mod tests {
             .as_bytes(),
         )
         .unwrap();
-        assert_eq!(r.worst_wait_ns, 9000);
-        let w = r.worst_wait.as_ref().expect("a worst wait");
+        let w = r.worst_wait.expect("a worst wait");
+        assert_eq!(w.ns, 9000);
         assert_eq!(w.pid, 5, "pid 6 waited 20 ns, pid 5 9000 ns");
-        assert_eq!(w.put, "put.grq why=expire");
-        assert_eq!(w.pick, "pick.aged");
+        assert_eq!(w.put.put_summary(), "put.grq why=expire cpu=-1");
+        assert_eq!(w.pick.map(|p| p.name()).as_deref(), Some("pick.aged"));
         assert_eq!(w.run_index, 5);
+        assert!(
+            r.to_string()
+                .contains("worst wait: pid 5 put by put.grq why=expire cpu=-1, run after pick.aged at event 5"),
+            "{r}"
+        );
     }
 
     #[test]
