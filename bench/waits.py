@@ -131,7 +131,8 @@ def batch_delays(events, ws, name):
 
 def stranded(events, ws, over_ms):
     """The waits over `over_ms` beside a CPU idle for half of the wait or
-    more: (wait in s, pid, woken at, CPU run on, idle CPU, its idle s)."""
+    more: (wait in s, index of the wakeup, index of the switch, pid, CPU run
+    on, idle CPU, its idle s)."""
     spans, out = idle_spans(events), []
     for w, i0, i1, pid, cpu in ws:
         if w * 1000 <= over_ms:
@@ -140,9 +141,22 @@ def stranded(events, ws, over_ms):
         for c, cs in sorted(spans.items()):
             idle = sum(max(0.0, min(b, t1) - max(a, t0)) for a, b in cs)
             if idle >= w / 2:
-                out.append((w, pid, t0, cpu, c, idle))
+                out.append((w, i0, i1, pid, cpu, c, idle))
                 break
     return out
+
+
+def show(events, w, i0, i1, pid, cpu, comm):
+    """Print one wait event by event, from the wakeup to the switch that ran
+    the task: every switch and migration, and every other event but the
+    wakeups of tasks not named `comm`*."""
+    print(f"--- pid {pid} woken at {events[i0][0]:.6f}, ran on CPU {cpu} after {w * 1000:.1f} ms")
+    for ts, c, ev, rest, name in events[i0 : i1 + 1]:
+        if ev == "sched_switch":
+            d = dict(FIELDS.findall(rest))
+            print(f"  {ts:.6f} [{c}] {d['prev_comm']}:{d['prev_pid']} ({d['prev_state']}) -> {d['next_comm']}:{d['next_pid']}")
+        elif ev not in ("sched_wakeup", "sched_waking") or rest.startswith("comm=" + comm):
+            print(f"  {ts:.6f} [{c}] {name}: {ev}: {rest}")
 
 
 def idle_beside(events, name):
@@ -198,13 +212,7 @@ def main(argv):
     for what, count in ran.most_common():
         print(f"  {count} while its CPU ran: {what}")
     for w, i0, i1, pid, cpu in long[: a.show]:
-        print(f"--- pid {pid} woken at {events[i0][0]:.6f}, ran on CPU {cpu} after {w * 1000:.1f} ms")
-        for ts, c, ev, rest, comm in events[i0 : i1 + 1]:
-            if ev == "sched_switch":
-                d = dict(FIELDS.findall(rest))
-                print(f"  {ts:.6f} [{c}] {d['prev_comm']}:{d['prev_pid']} ({d['prev_state']}) -> {d['next_comm']}:{d['next_pid']}")
-            elif ev not in ("sched_wakeup", "sched_waking") or rest.startswith("comm=" + a.comm):
-                print(f"  {ts:.6f} [{c}] {comm}: {ev}: {rest}")
+        show(events, w, i0, i1, pid, cpu, a.comm)
     rc = 0
     if a.idle_beside is not None:
         idle, span = idle_beside(events, a.idle_beside)
@@ -230,11 +238,14 @@ def main(argv):
         return rc
     bad = stranded(events, ws, a.stranded_ms)
     print(f"stranded over {a.stranded_ms:g} ms: {len(bad)}")
-    for w, pid, t0, cpu, c, idle in bad:
+    for w, i0, i1, pid, cpu, c, idle in bad:
         print(
-            f"  pid {pid} woken at {t0:.6f} waited {w * 1000:.1f} ms (ran on CPU {cpu})"
+            f"  pid {pid} woken at {events[i0][0]:.6f} waited {w * 1000:.1f} ms (ran on CPU {cpu})"
             f" while CPU {c} idled {idle * 1000:.1f} ms of it"
         )
+    # The first one event by event: a test that fails on it says why.
+    for w, i0, i1, pid, cpu, _, _ in bad[:1]:
+        show(events, w, i0, i1, pid, cpu, a.comm)
     return 1 if bad else rc
 
 

@@ -273,6 +273,14 @@ fn waits_fails_a_wait_beside_an_idle_cpu() {
         text.contains("pid 10 woken at 1.000000 waited 100.0 ms (ran on CPU 0) while CPU 1 idled 80.0 ms of it"),
         "{text}"
     );
+    // ... and shows it event by event, after the list: a failed test says
+    // what the CPUs did meanwhile.
+    let (_, shown) = text.split_once("stranded over 50 ms").unwrap();
+    assert!(
+        shown.contains("--- pid 10 woken at 1.000000, ran on CPU 0 after 100.0 ms")
+            && shown.contains("1.080000 [1] swapper/1:0 (S) -> gmp-load:12"),
+        "{text}"
+    );
     // The same wait with CPU 1 idle for 40 ms of it, under half.
     let (code, text) = run("busy.txt", &beside_idle.replace("1.080000", "1.040000"));
     assert_eq!(code, Some(0), "{text}");
