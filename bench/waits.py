@@ -131,17 +131,17 @@ def batch_delays(events, ws, name):
 
 def stranded(events, ws, over_ms):
     """The waits over `over_ms` beside a CPU idle for half of the wait or
-    more: (wait in s, index of the wakeup, index of the switch, pid, CPU run
-    on, idle CPU, its idle s)."""
+    more: (the wait, as waits() gives it, idle CPU, its idle s)."""
     spans, out = idle_spans(events), []
-    for w, i0, i1, pid, cpu in ws:
+    for wait in ws:
+        w, i0, i1, _, _ = wait
         if w * 1000 <= over_ms:
             continue
         t0, t1 = events[i0][0], events[i1][0]
         for c, cs in sorted(spans.items()):
             idle = sum(max(0.0, min(b, t1) - max(a, t0)) for a, b in cs)
             if idle >= w / 2:
-                out.append((w, i0, i1, pid, cpu, c, idle))
+                out.append((wait, c, idle))
                 break
     return out
 
@@ -211,8 +211,8 @@ def main(argv):
         ran[", ".join(sorted(set(seen))) or "nothing (the waker ran on)"] += 1
     for what, count in ran.most_common():
         print(f"  {count} while its CPU ran: {what}")
-    for w, i0, i1, pid, cpu in long[: a.show]:
-        show(events, w, i0, i1, pid, cpu, a.comm)
+    for wait in long[: a.show]:
+        show(events, *wait, a.comm)
     rc = 0
     if a.idle_beside is not None:
         idle, span = idle_beside(events, a.idle_beside)
@@ -238,14 +238,14 @@ def main(argv):
         return rc
     bad = stranded(events, ws, a.stranded_ms)
     print(f"stranded over {a.stranded_ms:g} ms: {len(bad)}")
-    for w, i0, i1, pid, cpu, c, idle in bad:
+    for (w, i0, _, pid, cpu), c, idle in bad:
         print(
             f"  pid {pid} woken at {events[i0][0]:.6f} waited {w * 1000:.1f} ms (ran on CPU {cpu})"
             f" while CPU {c} idled {idle * 1000:.1f} ms of it"
         )
     # The first one event by event: a test that fails on it says why.
-    for w, i0, i1, pid, cpu, _, _ in bad[:1]:
-        show(events, w, i0, i1, pid, cpu, a.comm)
+    if bad:
+        show(events, *bad[0][0], a.comm)
     return 1 if bad else rc
 
 
