@@ -1208,7 +1208,8 @@ __hidden bool runqsteal(s32 cpu, s32 victim, bool stealnext, u32 round)
  * steal_work: proc.go stealWork - steal_tries rounds over the other CPUs in a
  * random coprime-stride order; runnext only in the last round. Go skips idle
  * Ps, whose queues are empty by construction; a CPU here may idle with work
- * queued on it (its kick is on the way), so the test is its queues.
+ * queued on it (its kick is on the way), so the test is its queues. A round
+ * that finds them all empty ends the search early. Owner only.
  */
 __hidden bool steal_work(s32 cpu)
 {
@@ -1216,7 +1217,7 @@ __hidden bool steal_work(s32 cpu)
 	u32 round, k;
 
 	bpf_for(round, 0, steal_tries) {
-		bool last = round == steal_tries - 1;
+		bool last = round == steal_tries - 1, tried = false;
 		u32 r = bpf_get_prandom_u32();
 		u32 pos = r % nr_cpus;
 		u32 idx = (r / nr_cpus) % nr_coprimes;
@@ -1232,6 +1233,7 @@ __hidden bool steal_work(s32 cpu)
 			if (victim == cpu || (scx_bpf_dsq_nr_queued(lrq_dsq(victim)) <= 0 &&
 					      scx_bpf_dsq_nr_queued(runnext_dsq(victim)) <= 0))
 				continue;
+			tried = true;
 			if (runqsteal(cpu, victim, last, round)) {
 				found = true;
 				break;
@@ -1239,7 +1241,13 @@ __hidden bool steal_work(s32 cpu)
 			if (is_inactive(cpu))
 				return false;
 		}
-		if (found)
+		/*
+		 * Every other CPU's queues were empty: the rounds left would
+		 * look at the same empty queues. Work that comes in meanwhile
+		 * is what the caller's look after spinning (work_elsewhere())
+		 * is for, as in Go.
+		 */
+		if (found || !tried)
 			break;
 	}
 	return found;
@@ -1556,6 +1564,26 @@ static bool idle_last(s32 cpu)
 }
 
 /*
+ * Are @cpu's runnext and LRQ, and the GRQ, all empty? Then every step of
+ * find_runnable() before the steal would find nothing, and it skips them:
+ * the same decisions, without the dozen DSQ lookups those steps make (each
+ * kfunc finds a DSQ by its id) on the path of every CPU that goes idle. A
+ * put that lands after these reads fares as one that lands just after the
+ * step that would have read its queue: a put into @cpu's LRQ from another
+ * CPU kicks it (kick_if_other()). Stops at the first queue that holds a
+ * task; with tracing on, it answers from what the trace records @c saw.
+ * Owner only.
+ */
+static bool nothing_queued(s32 cpu, const struct gmp_cpu *c)
+{
+	if (trace_on)
+		return c->seen_runnext <= 0 && c->seen_lrq <= 0 && c->seen_grq <= 0;
+	return scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) <= 0 &&
+	       scx_bpf_dsq_nr_queued(lrq_dsq(cpu)) <= 0 &&
+	       scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) <= 0;
+}
+
+/*
  * find_runnable: proc.go findRunnable - the 61st-tick global check, runnext,
  * LRQ, a global batch, then stealing by a spinning CPU; else idle. Three
  * checks that are not Go's come before runnext: grq_starving(),
@@ -1572,6 +1600,8 @@ static bool find_runnable(s32 cpu, struct gmp_cpu *c, bool prev_queued)
 		c->seen_grq = scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ);
 		c->seen_tick_grq = 0;
 	}
+	if (nothing_queued(cpu, c))
+		goto steal;
 	if (global_every && c->schedtick % global_every == 0) {
 		s32 len = scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ);
 
@@ -1593,6 +1623,7 @@ static bool find_runnable(s32 cpu, struct gmp_cpu *c, bool prev_queued)
 		return true;
 	if (c->inactive)
 		return false;
+steal:
 	/*
 	 * A running task whose slice ended is, in Go, on the GRQ tail, where
 	 * the batch above would have found it: Go does not steal then. Here it
