@@ -371,6 +371,13 @@ static u32 lrq_len(s32 cpu)
 	return (lrq > 0 ? lrq : 0) + (rn > 1 ? rn - 1 : 0);
 }
 
+/* Are @cpu's runnext and LRQ both empty? Any CPU. */
+static bool queues_empty(s32 cpu)
+{
+	return scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) <= 0 &&
+	       scx_bpf_dsq_nr_queued(lrq_dsq(cpu)) <= 0;
+}
+
 /* Wake @cpu if it idles: work was queued where only it looks first. */
 static void kick_if_other(s32 cpu)
 {
@@ -1230,8 +1237,7 @@ __hidden bool steal_work(s32 cpu)
 			s32 victim = pos;
 
 			pos = (pos + inc) % nr_cpus;
-			if (victim == cpu || (scx_bpf_dsq_nr_queued(lrq_dsq(victim)) <= 0 &&
-					      scx_bpf_dsq_nr_queued(runnext_dsq(victim)) <= 0))
+			if (victim == cpu || queues_empty(victim))
 				continue;
 			tried = true;
 			if (runqsteal(cpu, victim, last, round)) {
@@ -1296,8 +1302,7 @@ static void retake(s32 cpu)
 		struct gmp_cpu *c = cpu_ctx(i);
 
 		if (!c || i == cpu || !c->held || (s64)(now - c->held_at) < (s64)slice_ns ||
-		    (scx_bpf_dsq_nr_queued(lrq_dsq(i)) <= 0 &&
-		     scx_bpf_dsq_nr_queued(runnext_dsq(i)) <= 0))
+		    queues_empty(i))
 			continue;
 		stat_add(GMP_STAT_RETAKE, 1);
 		handoffp(i);
@@ -1578,9 +1583,7 @@ static bool nothing_queued(s32 cpu, const struct gmp_cpu *c)
 {
 	if (trace_on)
 		return c->seen_runnext <= 0 && c->seen_lrq <= 0 && c->seen_grq <= 0;
-	return scx_bpf_dsq_nr_queued(runnext_dsq(cpu)) <= 0 &&
-	       scx_bpf_dsq_nr_queued(lrq_dsq(cpu)) <= 0 &&
-	       scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) <= 0;
+	return queues_empty(cpu) && scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) <= 0;
 }
 
 /*
@@ -1646,8 +1649,7 @@ static bool work_elsewhere(s32 cpu)
 	u32 i;
 
 	bpf_for(i, 0, nr_cpus) {
-		if (i != cpu && (scx_bpf_dsq_nr_queued(lrq_dsq(i)) > 0 ||
-				 scx_bpf_dsq_nr_queued(runnext_dsq(i)) > 0))
+		if (i != cpu && !queues_empty(i))
 			return true;
 	}
 	return false;
