@@ -1637,17 +1637,27 @@ steal:
 
 	if (!is_spinning(c) && may_spin())
 		start_spinning(cpu, c);
-	return is_spinning(c) && steal_work(cpu);
+	if (is_spinning(c) && steal_work(cpu))
+		return true;
+	/*
+	 * findRunnable's "return P and block": the GRQ once more before the
+	 * CPU idles, for a task put there while this CPU spun (its wakep()
+	 * woke no one).
+	 */
+	return globrunqgetbatch(cpu);
 }
 
 /*
- * Is there work on another CPU that @cpu could steal? proc.go findRunnable's
- * re-check of every run queue after dropping spinning. Any CPU.
+ * Is there work on the GRQ, or on another CPU that @cpu could steal?
+ * proc.go findRunnable's "check global and P runqueues again" after
+ * dropping spinning. Any CPU.
  */
 static bool work_elsewhere(s32 cpu)
 {
 	u32 i;
 
+	if (scx_bpf_dsq_nr_queued(GMP_DSQ_GRQ) > 0)
+		return true;
 	bpf_for(i, 0, nr_cpus) {
 		if (i != cpu && !queues_empty(i))
 			return true;
@@ -2154,7 +2164,7 @@ void BPF_STRUCT_OPS(gmp_dispatch, s32 cpu, struct task_struct *prev)
 			wakep(); /* resetspinning: the next P takes over the search */
 		} else if (work_elsewhere(cpu) && start_spinning(cpu, c)) {
 			/* findRunnable: work came in while we spun; look once more. */
-			found = steal_work(cpu);
+			found = globrunqgetbatch(cpu) || steal_work(cpu);
 			stop_spinning(cpu, c);
 			if (found)
 				wakep();
