@@ -67,6 +67,8 @@ enum gmp_defaults {
 	GMP_WAKEP_DELAY_US_DFL = 0,
 	/* Not Go's: wakeups on idle CPUs once kicks are slow; off (README). */
 	GMP_READY_IDLE_SLOW_PCT_DFL = 0,
+	/* Not Go's: the wakep() delay only once kicks are slow; 0: always (README). */
+	GMP_WAKEP_DELAY_SLOW_PCT_DFL = 0,
 	/* Not Go's: the longest slice of a SCHED_IDLE task (README). */
 	GMP_IDLE_SLICE_US_DFL = 1000,
 	/* Not Go's: the longest an LRQ head waits behind runnext (README). */

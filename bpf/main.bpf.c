@@ -49,6 +49,11 @@ const volatile u64 wakeup_preempt_ns = (u64)GMP_WAKEUP_PREEMPT_US_DFL * GMP_NSEC
 /* ... a task of another process (--cross-process-preempt-us); 0: off, Go's rule. */
 const volatile u64 cross_preempt_ns = (u64)GMP_CROSS_PREEMPT_US_DFL * GMP_NSEC_PER_USEC;
 const volatile u64 wakep_delay_ns = (u64)GMP_WAKEP_DELAY_US_DFL * GMP_NSEC_PER_USEC;
+/*
+ * ... only while the share of slow kicks is over this, in parts of
+ * GMP_KICK_SHARE_ONE (--wakep-delay-slow-pct); 0: whenever wakep_delay_ns is.
+ */
+const volatile u32 wakep_delay_slow;
 /* A SCHED_IDLE task's longest slice (--idle-slice-us); 0: slice_ns, Go's rule. */
 const volatile u64 idle_slice_ns = (u64)GMP_IDLE_SLICE_US_DFL * GMP_NSEC_PER_USEC;
 /* A running task's wakeup runs at once on an idle CPU, if one is (--ready-idle). */
@@ -511,12 +516,18 @@ static void kick_answered(struct gmp_cpu *c)
 }
 
 /*
- * Are kicks slow: over --ready-idle-slow-pct of the recent kicks took over
- * GMP_KICK_SLOW_US to answer? Any CPU.
+ * Are kicks slow: over @share (parts of GMP_KICK_SHARE_ONE; 0: never) of
+ * the recent kicks took over GMP_KICK_SLOW_US to answer? Any CPU.
  */
+static bool kicks_slow_over(u32 share)
+{
+	return share && READ_ONCE(kick_slow_share) > (s64)share;
+}
+
+/* kicks_slow_over() for --ready-idle-slow-pct. Any CPU. */
 static bool kicks_slow(void)
 {
-	return ready_idle_slow && READ_ONCE(kick_slow_share) > (s64)ready_idle_slow;
+	return kicks_slow_over(ready_idle_slow);
 }
 
 /*
@@ -543,7 +554,9 @@ static int wakep_timer_fn(void *map, u32 *key, struct wakep_timer *t)
  * nothing else queued there, most often has a waker about to block, and
  * the task runs here next; a CPU woken at once (an IPI, costly on Linux)
  * only steals it from these caches or finds nothing. So wake one only if
- * the task still waits after wakep_delay_ns. Not Go's rule; 0 keeps it
+ * the task still waits after wakep_delay_ns. With --wakep-delay-slow-pct,
+ * only while kicks are slow (an overcommitted VM, where a kicked vCPU
+ * competes with the waker's for a host core). Not Go's rule; 0 keeps it
  * (README: "Where Linux differs from Go"). Returns false when the caller
  * is to call wakep() now. Owner only.
  */
@@ -554,7 +567,7 @@ static bool wakep_later(s32 cpu)
 	u32 key = cpu;
 
 	if (!wakep_delay_ns || !c || nmspinning || cpu != bpf_get_smp_processor_id() ||
-	    lrq_len(cpu))
+	    (wakep_delay_slow && !kicks_slow_over(wakep_delay_slow)) || lrq_len(cpu))
 		return false;
 	if (__sync_lock_test_and_set(&c->wakep_armed, 1))
 		return true; /* armed already: it fires sooner */

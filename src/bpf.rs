@@ -140,6 +140,7 @@ impl<'a> Scheduler<'a> {
         rodata.cross_preempt_ns = knobs.cross_preempt_ns;
         rodata.idle_slice_ns = knobs.idle_slice_ns;
         rodata.wakep_delay_ns = us_to_ns(policy.wakep_delay_us);
+        rodata.wakep_delay_slow = policy.wakep_delay_slow_pct * gmp_consts_GMP_KICK_SHARE_ONE / 100;
         rodata.nr_cpus = nr_cpus as u32;
         let cp = coprimes(nr_cpus as u32);
         rodata.nr_coprimes = cp.len() as u32;
@@ -171,6 +172,10 @@ impl<'a> Scheduler<'a> {
         if policy.ready_idle_slow_pct != 0 {
             let pct = policy.ready_idle_slow_pct;
             timed += &format!(", wakeups on idle CPUs while over {pct}% of kicks are slow");
+        }
+        if policy.wakep_delay_us != 0 && policy.wakep_delay_slow_pct != 0 {
+            let pct = policy.wakep_delay_slow_pct;
+            timed += &format!(" (wakep delayed only while over {pct}% of kicks are slow)");
         }
         log::info!(
             "scx_gmp {} scheduling {nr_cpus} CPUs: {params}{}{timed}",

@@ -222,6 +222,14 @@ pub struct PolicyOpts {
     #[arg(long, global = true, default_value_t = gmp_defaults_GMP_WAKEP_DELAY_US_DFL as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub wakep_delay_us: u64,
 
+    /// BPF mode: --wakep-delay-us only while over PCT percent of the recent
+    /// kicks of an idle CPU (wakep()) took over 1 ms to answer (a VM with
+    /// more vCPUs than its host gives it cores, where each kick wakes a vCPU
+    /// that competes with the waker's for one); with the kicks fast, Go's
+    /// wakep() at once. Needs --wakep-delay-us. 0: the delay always.
+    #[arg(long, global = true, value_name = "PCT", default_value_t = gmp_defaults_GMP_WAKEP_DELAY_SLOW_PCT_DFL, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub wakep_delay_slow_pct: u32,
+
     /// A SCHED_IDLE task's slice is at most this long, in microseconds (the
     /// kernel's tick rounds it up), and a task queued to its CPU that is not
     /// SCHED_IDLE preempts it at once. In BPF mode a CPU also runs other

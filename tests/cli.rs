@@ -34,6 +34,7 @@ fn help_explains_every_knob() {
         "--idle-slice-us",
         "--ready-idle",
         "--ready-idle-slow-pct",
+        "--wakep-delay-slow-pct",
         "--go-wakep",
         "--go-ready",
         "--lazy-agent",
@@ -66,6 +67,7 @@ fn out_of_range_knobs_are_refused() {
         &["--idle-slice-us", "1000001"],
         &["--idle-slice-us", "x"],
         &["--ready-idle-slow-pct", "101"],
+        &["--wakep-delay-slow-pct", "101"],
     ] {
         let (code, _, err) = scx_gmp(args);
         assert_eq!(code, 2, "{args:?} accepted");

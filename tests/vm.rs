@@ -1029,6 +1029,10 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
     // --wakep-delay-us: the delayed wakep() found woken tasks still waiting
     // behind a waker that ran on, and woke a CPU for them.
     assert!(num(&r.stdout, "wakep_late") > 0, "{}", r.stdout);
+    // --wakep-delay-slow-pct 100: kicks are never over 100% slow, so the
+    // same load's wakep()s all went at once and none was late.
+    assert!(num(&r.stdout, "wakepfast_kicks") > 0, "{}", r.stdout);
+    assert_eq!(num(&r.stdout, "wakepfast_late"), 0, "{}", r.stdout);
     // --ready-idle: woken workers ran on idle CPUs directly, far more often
     // than the same load's wakeups into another process did without it
     // (3,351 against 187 in one run).

@@ -89,6 +89,12 @@ longest_wait starve /tmp/idlestarve.trace /tmp/hogs.pids
 GMP_ARGS="--wakep-delay-us 200" traced wakepdelay "$GMP_LOAD" request --workers $((4 * n)) \
 	--load 0.3 --secs 4
 echo "wakep_late=$(grep -o 'wakep-late=[0-9]*' /tmp/wakepdelay.log | tail -n 1 | cut -d= -f2)"
+# The same delay only while over 100% of kicks are slow, which they never
+# are: every wakeup's wakep() is at once, as Go's, and none is late.
+GMP_ARGS="--wakep-delay-us 200 --wakep-delay-slow-pct 100" traced wakepfast "$GMP_LOAD" request \
+	--workers $((4 * n)) --load 0.3 --secs 3
+echo "wakepfast_late=$(grep -o 'wakep-late=[0-9]*' /tmp/wakepfast.log | tail -n 1 | cut -d= -f2)"
+echo "wakepfast_kicks=$(grep -o 'kick answered=[0-9]*' /tmp/wakepfast.log | tail -n 1 | cut -d= -f2)"
 # The same load's wakeups on idle CPUs without an option that makes them:
 # only those into another process (the agent's stats, the shell).
 echo "base_idle_puts=$(awk '$2 == "put.idle"' /tmp/wakepdelay.trace | wc -l)"
