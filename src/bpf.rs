@@ -87,6 +87,12 @@ struct Scheduler<'a> {
     started: Instant,
 }
 
+/// A percentage of kicks, as the BPF side's slow-kick share counts it (parts
+/// of GMP_KICK_SHARE_ONE): --ready-idle-slow-pct and --wakep-delay-slow-pct.
+fn kick_share(pct: u32) -> u32 {
+    pct * gmp_consts_GMP_KICK_SHARE_ONE / 100
+}
+
 impl<'a> Scheduler<'a> {
     fn init(
         params: &Params,
@@ -131,7 +137,7 @@ impl<'a> Scheduler<'a> {
         rodata.go_wakep = policy.go_wakep;
         rodata.go_pidle = policy.go_pidle;
         rodata.ready_idle = policy.ready_idle;
-        rodata.ready_idle_slow = policy.ready_idle_slow_pct * gmp_consts_GMP_KICK_SHARE_ONE / 100;
+        rodata.ready_idle_slow = kick_share(policy.ready_idle_slow_pct);
         rodata.cross_process_idle = !policy.go_cross_process;
         rodata.global_max_wait_ns = policy.global_max_wait_ms * 1_000_000;
         let knobs = policy.knobs();
@@ -140,7 +146,7 @@ impl<'a> Scheduler<'a> {
         rodata.cross_preempt_ns = knobs.cross_preempt_ns;
         rodata.idle_slice_ns = knobs.idle_slice_ns;
         rodata.wakep_delay_ns = us_to_ns(policy.wakep_delay_us);
-        rodata.wakep_delay_slow = policy.wakep_delay_slow_pct * gmp_consts_GMP_KICK_SHARE_ONE / 100;
+        rodata.wakep_delay_slow = kick_share(policy.wakep_delay_slow_pct);
         rodata.nr_cpus = nr_cpus as u32;
         let cp = coprimes(nr_cpus as u32);
         rodata.nr_coprimes = cp.len() as u32;
