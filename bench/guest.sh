@@ -98,6 +98,23 @@ sched_cpu_ms() {
 
 emit() { echo "$round $sched $1 $2 $3" >>"$res"; }
 
+# kick_counters: BPF-mode scx_gmp's cumulative wakep() kicks, those answered
+# and those answered after over 1 ms ("kicks answered slow"), from one
+# --monitor sample; nothing for the other schedulers. They show whether an
+# option that reads the share of slow kicks (--ready-idle-slow-pct,
+# --wakep-delay-slow-pct) could have acted in a workload.
+kick_counters() {
+	case "$sched" in gmp | gmp+* | base | base+*) ;; *) return 0 ;; esac
+	timeout 10 "$bin/scx_gmp" --monitor 0.1 --json 2>/dev/null | head -n 1 |
+		awk '{
+			for (i = 1; i <= 3; i++) v[i] = ""
+			if (match($0, /"kicks":[0-9]+/)) v[1] = substr($0, RSTART + 8, RLENGTH - 8)
+			if (match($0, /"kicks_answered":[0-9]+/)) v[2] = substr($0, RSTART + 17, RLENGTH - 17)
+			if (match($0, /"kicks_slow":[0-9]+/)) v[3] = substr($0, RSTART + 13, RLENGTH - 13)
+			if (v[1] != "" && v[2] != "" && v[3] != "") print v[1], v[2], v[3]
+		}'
+}
+
 # The idle workload: the scheduler's own CPU while nothing runs, over SECS,
 # and the whole system's context switches a second. Between its two
 # readings (sched_cpu_now) nothing starts or exits: the wait is a read on a
@@ -162,12 +179,14 @@ run() {
 	local w=$1
 	shift
 	want "$w" || return 0
-	local c0 t0 t1 c1
+	local c0 t0 t1 c1 k0 k1
+	read -r -a k0 <<<"$(kick_counters)"
 	c0=$(sched_cpu_ms)
 	t0=$(date +%s%N)
 	perf stat -x, -e "$perf_events" -o /tmp/perf.csv -- "$@" >/tmp/out.txt 2>&1
 	t1=$(date +%s%N)
 	c1=$(sched_cpu_ms)
+	read -r -a k1 <<<"$(kick_counters)"
 	case "$w" in
 	stress-cpu | stress-sock | stress-idle)
 		emit "$w" bogo_ops_per_s "$(awk '/metrc:/ && $5 ~ /^[0-9]/ && $4 != "stressor" {print $9; exit}' /tmp/out.txt)" ;;
@@ -185,6 +204,10 @@ run() {
 	emit "$w" migrations_per_s "$(awk -F, -v ms="$secs_ms" '$3 == "cpu-migrations" {printf "%.0f", $1 * 1000 / ms}' /tmp/perf.csv)"
 	emit "$w" task_clock_ms "$(awk -F, '$3 == "task-clock" {printf "%.0f", $1}' /tmp/perf.csv)"
 	[ "$sched" = eevdf ] || emit "$w" sched_cpu_ms_per_s "$(awk -v c=$((c1 - c0)) -v ms="$secs_ms" 'BEGIN {printf "%.1f", c * 1000 / ms}')"
+	if [ ${#k0[@]} = 3 ] && [ ${#k1[@]} = 3 ]; then
+		emit "$w" kicks_per_s $(((k1[0] - k0[0]) * 1000 / secs_ms))
+		emit "$w" kicks_slow_pct "$(awk -v a=$((k1[1] - k0[1])) -v s=$((k1[2] - k0[2])) 'BEGIN {printf "%.1f", a ? s * 100 / a : 0}')"
+	fi
 }
 
 # beside_hogs POLICY WORKLOAD CMD...: run WORKLOAD while stress-ng keeps

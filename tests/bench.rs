@@ -89,6 +89,26 @@ fn quick_benchmark_produces_a_table() {
             assert!(row.contains('×'), "no ratio to EEVDF: {row}");
         }
     }
+    // BPF mode's wakep() kicks and their slow share, read from its stats
+    // around each workload: only scx_gmp in BPF mode has them (the columns
+    // are EEVDF, scx_gmp, user mode), and the ping-pong's futex wakeups kick.
+    for m in ["kicks_per_s", "kicks_slow_pct"] {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("| pingpong | {m} |")))
+            .unwrap_or_else(|| panic!("no pingpong {m} row:\n{table}"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!((cells[3], cells[5]), ("-", "-"), "{row}");
+        let v: f64 = cells[4]
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.replace(',', "").parse().ok())
+            .unwrap_or_else(|| panic!("no BPF-mode value: {row}"));
+        match m {
+            "kicks_per_s" => assert!(v > 0.0, "{row}"),
+            _ => assert!((0.0..=100.0).contains(&v), "{row}"),
+        }
+    }
     // The agent-overhead comparison of the two modes.
     for w in ["hackbench-pipe", "fanout"] {
         let row = table
