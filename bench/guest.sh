@@ -107,11 +107,14 @@ kick_counters() {
 	case "$sched" in gmp | gmp+* | base | base+*) ;; *) return 0 ;; esac
 	timeout 10 "$bin/scx_gmp" --monitor 0.1 --json 2>/dev/null | head -n 1 |
 		awk '{
-			for (i = 1; i <= 3; i++) v[i] = ""
-			if (match($0, /"kicks":[0-9]+/)) v[1] = substr($0, RSTART + 8, RLENGTH - 8)
-			if (match($0, /"kicks_answered":[0-9]+/)) v[2] = substr($0, RSTART + 17, RLENGTH - 17)
-			if (match($0, /"kicks_slow":[0-9]+/)) v[3] = substr($0, RSTART + 13, RLENGTH - 13)
-			if (v[1] != "" && v[2] != "" && v[3] != "") print v[1], v[2], v[3]
+			n = split("kicks kicks_answered kicks_slow", k, " ")
+			for (i = 1; i <= n; i++) {
+				key = "\"" k[i] "\":"
+				if (!match($0, key "[0-9]+"))
+					exit
+				v = v (i > 1 ? " " : "") substr($0, RSTART + length(key), RLENGTH - length(key))
+			}
+			print v
 		}'
 }
 
