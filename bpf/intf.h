@@ -167,6 +167,9 @@ struct gmp_cpu {
 	unsigned int spin_seq;
 	/* runqputslow's half-LRQ move is due. Any CPU, atomically. */
 	unsigned int ovf_pending;
+	/* A CPU is making that move (runqputslow_flush()): one at a time. Any
+	 * CPU, atomically. */
+	unsigned int ovf_busy;
 	/* A delayed wakep() is armed on this CPU (--wakep-delay-us). Set by
 	 * the owner, cleared by its timer, atomically. */
 	unsigned int wakep_armed;

@@ -240,6 +240,13 @@ static __always_inline void ev_send(struct gmp_event *e)
 		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
+/* Drop a reserved record unsent. Any CPU. */
+static __always_inline void ev_drop(struct gmp_event *e)
+{
+	if (e)
+		bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
+}
+
 /* A record with one extra number: kicks, runs, sleeps, spins. */
 static __always_inline void ev_simple(u32 kind, u32 sub, s32 cpu, s32 pid, s32 other)
 {
@@ -630,12 +637,25 @@ static void globrunqput(struct task_struct *p, u32 why, u64 enq_flags)
 	}
 }
 
-/* runqputslow's half-move is due on @cpu: count one overflow, not one per put. */
+/*
+ * runqputslow's half-move is due on @cpu: count one overflow, not one per put.
+ * Its trace record is reserved before the flag is set, so that the ring holds
+ * it ahead of the move that clears the flag (the ring keeps reservation
+ * order). Any CPU.
+ */
 static void overflow_pending(s32 cpu, struct gmp_cpu *c)
 {
-	if (!__sync_lock_test_and_set(&c->ovf_pending, 1)) {
-		stat_add(GMP_STAT_OVERFLOW, 1);
-		ev_simple(GMP_EV_MOVE, GMP_MOVE_PENDING, cpu, -1, bpf_get_smp_processor_id());
+	struct gmp_event *e = ev_new(GMP_EV_MOVE, GMP_MOVE_PENDING, cpu, -1);
+
+	if (__sync_lock_test_and_set(&c->ovf_pending, 1)) {
+		ev_drop(e);
+		return;
+	}
+	stat_add(GMP_STAT_OVERFLOW, 1);
+	if (e) {
+		e->other = bpf_get_smp_processor_id();
+		e->nmspinning = nmspinning;
+		ev_send(e);
 	}
 }
 
@@ -741,8 +761,11 @@ static void runqput(struct task_struct *p, s32 cpu, bool next, u32 why, u64 enq_
  * scalars only). __hidden keeps them out of the object's exported symbols.
  */
 
-/* Trace a late move of @n tasks on @cpu's queues, computed from @len. */
-static __always_inline void ev_move(u32 what, s32 cpu, s32 n, s32 want, s32 len)
+/*
+ * Trace a late move of @n tasks on @cpu's queues, computed from @len; @left:
+ * the queue's length when the move stopped.
+ */
+static __always_inline void ev_move(u32 what, s32 cpu, s32 n, s32 want, s32 len, s32 left)
 {
 	struct gmp_event *e = ev_new(GMP_EV_MOVE, what, cpu, -1);
 
@@ -751,6 +774,7 @@ static __always_inline void ev_move(u32 what, s32 cpu, s32 n, s32 want, s32 len)
 		e->n = n;
 		e->want = want;
 		e->len = len;
+		e->seen_lrq = left;
 		ev_send(e);
 	}
 }
@@ -758,29 +782,40 @@ static __always_inline void ev_move(u32 what, s32 cpu, s32 n, s32 want, s32 len)
 /*
  * runqputslow_flush: the second half of runqputslow - move half of @cpu's LRQ,
  * from its head, to the GRQ. The owner and a thief may both try: the one that
- * clears ovf_pending moves.
+ * clears ovf_pending moves, and one CPU at a time (ovf_busy); an overflow
+ * that comes due while one moves waits for the next call. Thieves and the
+ * owner may still take from the LRQ's head during the walk: it stops once
+ * the LRQ is down by half, whoever took the tasks. Go's one CAS moves half
+ * or, when another took them first, nothing, and its put retries.
  */
 __hidden void runqputslow_flush(s32 cpu)
 {
 	struct gmp_cpu *c = cpu_ctx(cpu);
 	s32 *moved = loop_counter();
 	struct task_struct *p;
-	s32 len, half;
+	s32 len, half, left;
 
-	if (!c || !c->ovf_pending || !moved || !__sync_lock_test_and_set(&c->ovf_pending, 0))
+	if (!c || !c->ovf_pending || !moved || __sync_lock_test_and_set(&c->ovf_busy, 1))
 		return;
+	if (!__sync_lock_test_and_set(&c->ovf_pending, 0)) {
+		__sync_lock_test_and_set(&c->ovf_busy, 0);
+		return;
+	}
 	len = scx_bpf_dsq_nr_queued(lrq_dsq(cpu));
 	half = len / 2;
 	*moved = 0;
 	bpf_for_each(scx_dsq, p, lrq_dsq(cpu), 0) {
-		if (*moved >= half)
+		if (*moved >= half || scx_bpf_dsq_nr_queued(lrq_dsq(cpu)) <= len - half)
 			break;
 		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, GMP_DSQ_GRQ, 0))
 			(*moved)++;
 	}
+	left = scx_bpf_dsq_nr_queued(lrq_dsq(cpu));
 	stat_add(GMP_STAT_OVERFLOW_TASKS, *moved);
 	stat_add(GMP_STAT_GLOBAL_PUT, *moved);
-	ev_move(GMP_MOVE_OVERFLOW, cpu, *moved, half, len);
+	/* Traced before the next mover may start: the ring keeps the order. */
+	ev_move(GMP_MOVE_OVERFLOW, cpu, *moved, half, len, left);
+	__sync_lock_test_and_set(&c->ovf_busy, 0);
 }
 
 /*
@@ -835,7 +870,8 @@ __hidden void runnext_flush(s32 cpu)
 	}
 	if (l->flushed)
 		ev_move(GMP_MOVE_KICKED, cpu, l->flushed, l->flushed,
-			scx_bpf_dsq_nr_queued(runnext_dsq(cpu)));
+			scx_bpf_dsq_nr_queued(runnext_dsq(cpu)),
+			scx_bpf_dsq_nr_queued(lrq_dsq(cpu)));
 }
 
 /*

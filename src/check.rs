@@ -82,6 +82,9 @@ pub struct Report {
     /// queues would run next (`--idle-slice-us`; not Go's).
     pub before_idle: usize,
     pub late_moves: usize,
+    /// Overflow half-moves that stopped short of half because other CPUs
+    /// took from that LRQ during the walk (Go's swap would have failed).
+    pub short_overflows: usize,
     pub recheck_kicks: usize,
     /// wakep() kicks while the trace had some CPU idle, and how many of them
     /// went to the most recently idled one (proc.go pidleget). Counted, not
@@ -165,8 +168,8 @@ impl std::fmt::Display for Report {
         )?;
         write!(
             f,
-            "differs from Go on purpose: {} kernel threads run directly, {} wakeups run directly on an idle CPU, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves, {} re-checks of a young runnext, {} global queue heads run for their wait, {} LRQ heads run before runnext for their wait, {} run before a SCHED_IDLE task, {} wakeups run at once, preempting the running task",
-            self.kthread_puts, self.idle_puts, self.kept_prev, self.handoffs, self.late_moves, self.recheck_kicks, self.aged, self.lrq_aged, self.before_idle, self.preempts
+            "differs from Go on purpose: {} kernel threads run directly, {} wakeups run directly on an idle CPU, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves ({} overflows short of half, others took the rest), {} re-checks of a young runnext, {} global queue heads run for their wait, {} LRQ heads run before runnext for their wait, {} run before a SCHED_IDLE task, {} wakeups run at once, preempting the running task",
+            self.kthread_puts, self.idle_puts, self.kept_prev, self.handoffs, self.late_moves, self.short_overflows, self.recheck_kicks, self.aged, self.lrq_aged, self.before_idle, self.preempts
         )
     }
 }
@@ -188,8 +191,9 @@ struct Queued {
 struct Cpu {
     /// The last spin_seq applied: odd while spinning.
     spin_seq: i32,
-    /// An overflow's half-move is due (runqputslow).
-    overflow_due: bool,
+    /// Overflows whose half-move is due (runqputslow): one, or two when a
+    /// put overflowed again while a CPU made the first one's move.
+    overflow_due: u32,
     /// A runnext task was retaken to the GRQ since this CPU's last pick.
     retook: bool,
     /// Idle since (ts, event index) while work was queued elsewhere.
@@ -738,15 +742,16 @@ impl Checker {
         match e.sub {
             gmp_move_GMP_MOVE_PENDING => {
                 if let Some(c) = self.cpu(e.cpu) {
-                    c.overflow_due = true;
+                    c.overflow_due += 1;
                 }
             }
             gmp_move_GMP_MOVE_OVERFLOW => {
                 self.report.late_moves += 1;
-                let due = self
-                    .cpu(e.cpu)
-                    .map(|c| std::mem::take(&mut c.overflow_due))
-                    .unwrap_or(false);
+                let due = self.cpu(e.cpu).is_some_and(|c| {
+                    let due = c.overflow_due > 0;
+                    c.overflow_due = c.overflow_due.saturating_sub(1);
+                    due
+                });
                 if !due {
                     self.violation(
                         i,
@@ -755,15 +760,23 @@ impl Checker {
                         "a half-move with no overflow due: one overflow moved twice".into(),
                     );
                 }
+                // A move short of half is Go's failed CAS: other CPUs took
+                // from the head meanwhile, and the walk stopped once the LRQ
+                // (`lrq=` when it stopped) was down by half.
                 let want = overflow_count(e.len.max(0) as usize) as i32;
-                if e.want != want || e.n != e.want {
+                let others_took = e.n < want && e.seen_lrq <= e.len - want;
+                if e.want == want && others_took {
+                    self.report.short_overflows += 1;
+                }
+                if e.want != want || (e.n != want && !others_took) {
                     self.violation(
                         i,
                         e.cpu,
                         "overflow-half",
                         format!(
-                            "an overflow moved {} of an LRQ of {}; Go moves {}/2 = {want}",
-                            e.n, e.len, e.len
+                            "an overflow moved {} of an LRQ of {} and left {}; Go moves {}/2 = {want}, \
+                             or none when others took them first",
+                            e.n, e.len, e.seen_lrq, e.len
                         ),
                     );
                 }
@@ -1202,19 +1215,51 @@ mod tests {
     #[test]
     fn overflow_moves_half_once() {
         let pending = "1 move.pending cpu=0 other=0";
-        assert!(rules(&[pending, "2 move.overflow cpu=0 n=128 want=128 len=256"]).is_empty());
+        assert!(rules(&[
+            pending,
+            "2 move.overflow cpu=0 n=128 want=128 len=256 lrq=128"
+        ])
+        .is_empty());
         assert_eq!(
-            rules(&[pending, "2 move.overflow cpu=0 n=64 want=64 len=256"]),
+            rules(&[
+                pending,
+                "2 move.overflow cpu=0 n=64 want=64 len=256 lrq=192"
+            ]),
             ["overflow-half"]
         );
         assert_eq!(
             rules(&[
                 pending,
-                "2 move.overflow cpu=0 n=128 want=128 len=256",
-                "3 move.overflow cpu=0 n=64 want=64 len=128",
+                "2 move.overflow cpu=0 n=128 want=128 len=256 lrq=128",
+                "3 move.overflow cpu=0 n=64 want=64 len=128 lrq=64",
             ]),
             ["overflow-once"]
         );
+        // Short of half, because thieves took from the head during the
+        // walk: fine once the LRQ is down by half, a violation before.
+        let short = [
+            pending,
+            "2 move.overflow cpu=0 n=3 want=128 len=256 lrq=120",
+        ];
+        let r = check(trace_of(&short).as_bytes()).unwrap();
+        assert!(r.violations.is_empty());
+        assert_eq!(r.short_overflows, 1);
+        assert_eq!(
+            rules(&[
+                pending,
+                "2 move.overflow cpu=0 n=3 want=128 len=256 lrq=200"
+            ]),
+            ["overflow-half"]
+        );
+        // A second overflow due while the first one's move was made: two
+        // moves, each after its own pending.
+        assert!(rules(&[
+            pending,
+            "2 move.pending cpu=0 other=1",
+            "3 move.overflow cpu=0 n=128 want=128 len=256 lrq=128",
+            "4 move.overflow cpu=0 n=64 want=64 len=128 lrq=64",
+        ])
+        .is_empty());
         assert_eq!(
             rules(&["1 put.lrq why=wake cpu=0 pid=3 n=257"]),
             ["lrq-cap"]
