@@ -1033,19 +1033,25 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
     // same load's wakep()s all went at once and none was late.
     assert!(num(&r.stdout, "wakepfast_kicks") > 0, "{}", r.stdout);
     assert_eq!(num(&r.stdout, "wakepfast_late"), 0, "{}", r.stdout);
-    // --ready-idle: woken workers ran on idle CPUs directly, far more often
-    // than the same load's wakeups into another process did without it
-    // (3,351 against 187 in one run).
-    let base = num(&r.stdout, "base_idle_puts");
-    assert!(num(&r.stdout, "idle_puts") > 2 * base, "{}", r.stdout);
+    // --ready-idle: woken workers ran on idle CPUs directly, for a far
+    // larger share of the run's wakeups than the same load's wakeups into
+    // another process had without it (2,489 of 9,237 wakeup puts, 27%,
+    // against 231 of 9,715, 2.4%, in one run). Shares, not counts: in one
+    // CI run the --ready-idle load had a ninth of the usual wakeups (687
+    // runnext puts against some 6,000), and its 195 idle puts were not
+    // twice the base's 157.
+    let share = |prefix: &str| {
+        let idle = num(&r.stdout, &format!("{prefix}idle_puts"));
+        let wakes = num(&r.stdout, &format!("{prefix}wake_puts"));
+        idle as f64 / wakes.max(1) as f64
+    };
+    let base = share("base_");
+    assert!(share("") > 2.0 * base, "{}", r.stdout);
     // --ready-idle-slow-pct 1: some kicks were slow (4 vCPUs on 2 host
-    // cores), and then woken workers ran on idle CPUs directly (4,320).
+    // cores), and then woken workers ran on idle CPUs directly (2,188 of
+    // 8,380 wakeup puts, 26%, in that run).
     assert!(num(&r.stdout, "slowkick_slow") > 0, "{}", r.stdout);
-    assert!(
-        num(&r.stdout, "slowkick_idle_puts") > 2 * base,
-        "{}",
-        r.stdout
-    );
+    assert!(share("slowkick_") > 2.0 * base, "{}", r.stdout);
     // --lrq-max-wait-us 500: woken workers pushed out of the dispatcher's
     // runnext ran before it once they had waited that long.
     assert!(num(&r.stdout, "lrq_aged") > 0, "{}", r.stdout);
