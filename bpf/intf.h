@@ -159,6 +159,12 @@ struct gmp_cpu {
 	 * run-queue lock. */
 	unsigned long long runnext_vtime;
 	unsigned int lrq_behind;
+	/* A CPU is making runqputslow's half-LRQ move (runqputslow_flush()):
+	 * one at a time. Any CPU, atomically. It fills the hole before the
+	 * next u64, so that no field after it moves: shifting them all by 4
+	 * bytes cost 40 ms/s of scheduler CPU under the 2-vCPU ping-pong
+	 * (docs/benchmarks.md, "The overflow's half-move made one at a time"). */
+	unsigned int ovf_busy;
 	/* When sysmon retakes a spent slice (ns); 0: not spent. Owner only. */
 	unsigned long long retake_at;
 	/* This CPU is looking for work while odd: each start and each stop
@@ -167,9 +173,6 @@ struct gmp_cpu {
 	unsigned int spin_seq;
 	/* runqputslow's half-LRQ move is due. Any CPU, atomically. */
 	unsigned int ovf_pending;
-	/* A CPU is making that move (runqputslow_flush()): one at a time. Any
-	 * CPU, atomically. */
-	unsigned int ovf_busy;
 	/* A delayed wakep() is armed on this CPU (--wakep-delay-us). Set by
 	 * the owner, cleared by its timer, atomically. */
 	unsigned int wakep_armed;
