@@ -247,16 +247,20 @@ static __always_inline void ev_drop(struct gmp_event *e)
 		bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
 }
 
-/* A record with one extra number: kicks, runs, sleeps, spins. */
-static __always_inline void ev_simple(u32 kind, u32 sub, s32 cpu, s32 pid, s32 other)
+/* Fill in a reserved record's one extra number, and submit it. Any CPU. */
+static __always_inline void ev_send_simple(struct gmp_event *e, s32 other)
 {
-	struct gmp_event *e = ev_new(kind, sub, cpu, pid);
-
 	if (e) {
 		e->other = other;
 		e->nmspinning = nmspinning;
 		ev_send(e);
 	}
+}
+
+/* A record with one extra number: kicks, runs, sleeps, spins. */
+static __always_inline void ev_simple(u32 kind, u32 sub, s32 cpu, s32 pid, s32 other)
+{
+	ev_send_simple(ev_new(kind, sub, cpu, pid), other);
 }
 
 /* Trace @cpu's spinning state changing to spin_seq @seq (odd: started), by @by. */
@@ -645,18 +649,18 @@ static void globrunqput(struct task_struct *p, u32 why, u64 enq_flags)
  */
 static void overflow_pending(s32 cpu, struct gmp_cpu *c)
 {
-	struct gmp_event *e = ev_new(GMP_EV_MOVE, GMP_MOVE_PENDING, cpu, -1);
+	struct gmp_event *e;
 
+	/* Already due: every put into the full LRQ asks, and reserves nothing. */
+	if (c->ovf_pending)
+		return;
+	e = ev_new(GMP_EV_MOVE, GMP_MOVE_PENDING, cpu, -1);
 	if (__sync_lock_test_and_set(&c->ovf_pending, 1)) {
 		ev_drop(e);
 		return;
 	}
 	stat_add(GMP_STAT_OVERFLOW, 1);
-	if (e) {
-		e->other = bpf_get_smp_processor_id();
-		e->nmspinning = nmspinning;
-		ev_send(e);
-	}
+	ev_send_simple(e, bpf_get_smp_processor_id());
 }
 
 /*
@@ -762,10 +766,10 @@ static void runqput(struct task_struct *p, s32 cpu, bool next, u32 why, u64 enq_
  */
 
 /*
- * Trace a late move of @n tasks on @cpu's queues, computed from @len; @left:
- * the queue's length when the move stopped.
+ * Trace a late move of @n tasks on @cpu's queues, computed from @len, with
+ * @cpu's LRQ length once the move is done (read only when tracing).
  */
-static __always_inline void ev_move(u32 what, s32 cpu, s32 n, s32 want, s32 len, s32 left)
+static __always_inline void ev_move(u32 what, s32 cpu, s32 n, s32 want, s32 len)
 {
 	struct gmp_event *e = ev_new(GMP_EV_MOVE, what, cpu, -1);
 
@@ -774,7 +778,7 @@ static __always_inline void ev_move(u32 what, s32 cpu, s32 n, s32 want, s32 len,
 		e->n = n;
 		e->want = want;
 		e->len = len;
-		e->seen_lrq = left;
+		e->seen_lrq = scx_bpf_dsq_nr_queued(lrq_dsq(cpu));
 		ev_send(e);
 	}
 }
@@ -793,7 +797,7 @@ __hidden void runqputslow_flush(s32 cpu)
 	struct gmp_cpu *c = cpu_ctx(cpu);
 	s32 *moved = loop_counter();
 	struct task_struct *p;
-	s32 len, half, left;
+	s32 len, half;
 
 	if (!c || !c->ovf_pending || !moved || __sync_lock_test_and_set(&c->ovf_busy, 1))
 		return;
@@ -810,11 +814,10 @@ __hidden void runqputslow_flush(s32 cpu)
 		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, GMP_DSQ_GRQ, 0))
 			(*moved)++;
 	}
-	left = scx_bpf_dsq_nr_queued(lrq_dsq(cpu));
 	stat_add(GMP_STAT_OVERFLOW_TASKS, *moved);
 	stat_add(GMP_STAT_GLOBAL_PUT, *moved);
 	/* Traced before the next mover may start: the ring keeps the order. */
-	ev_move(GMP_MOVE_OVERFLOW, cpu, *moved, half, len, left);
+	ev_move(GMP_MOVE_OVERFLOW, cpu, *moved, half, len);
 	__sync_lock_test_and_set(&c->ovf_busy, 0);
 }
 
@@ -870,8 +873,7 @@ __hidden void runnext_flush(s32 cpu)
 	}
 	if (l->flushed)
 		ev_move(GMP_MOVE_KICKED, cpu, l->flushed, l->flushed,
-			scx_bpf_dsq_nr_queued(runnext_dsq(cpu)),
-			scx_bpf_dsq_nr_queued(lrq_dsq(cpu)));
+			scx_bpf_dsq_nr_queued(runnext_dsq(cpu)));
 }
 
 /*

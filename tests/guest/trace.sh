@@ -97,31 +97,29 @@ GMP_ARGS="--wakep-delay-us 200 --wakep-delay-slow-pct 100" traced wakepfast "$GM
 	--workers $((4 * n)) --load 0.3 --secs 3
 echo "wakepfast_late=$(grep -o 'wakep-late=[0-9]*' /tmp/wakepfast.log | tail -n 1 | cut -d= -f2)"
 echo "wakepfast_kicks=$(grep -o 'kick answered=[0-9]*' /tmp/wakepfast.log | tail -n 1 | cut -d= -f2)"
-# puts TRACE: the wakeups a trace put on idle CPUs directly (put.idle), and
-# all its wakeups' puts, wherever they went: how many wakeups a run had
-# depends on how much of the host the guest got.
+# puts PREFIX TRACE: print PREFIXidle_puts=, the wakeups TRACE put on idle
+# CPUs directly (put.idle), and PREFIXwake_puts=, all its wakeups' puts,
+# wherever they went: how many wakeups a run had depends on how much of the
+# host the guest got.
 puts() {
-	awk '$2 == "put.idle" { idle++ } $2 ~ /^put\./ && $3 == "why=wake" { wakes++ }
-		END { printf "%d %d\n", idle, wakes }' "$1"
+	awk -v p="$1" '$2 == "put.idle" { idle++ } $2 ~ /^put\./ && $3 == "why=wake" { wakes++ }
+		END { printf "%sidle_puts=%d %swake_puts=%d\n", p, idle, p, wakes }' "$2"
 }
 # The same load's wakeups on idle CPUs without an option that makes them:
 # only those into another process (the agent's stats, the shell).
-read -r idle wakes < <(puts /tmp/wakepdelay.trace)
-echo "base_idle_puts=$idle base_wake_puts=$wakes"
+puts base_ /tmp/wakepdelay.trace
 # Wakeups on idle CPUs: the dispatcher wakes idle workers, which must run
 # on idle CPUs directly (put.idle), each one accounted for by the checker.
 GMP_ARGS="--ready-idle" traced readyidle "$GMP_LOAD" request --workers $((4 * n)) \
 	--load 0.3 --secs 3
-read -r idle wakes < <(puts /tmp/readyidle.trace)
-echo "idle_puts=$idle wake_puts=$wakes"
+puts "" /tmp/readyidle.trace
 # The same, only while kicks are slow: at 4 vCPUs on 2 host cores some
 # kick takes over 1 ms to answer, and with a threshold of 1% a single slow
 # one among the last 64 turns it on.
 GMP_ARGS="--ready-idle-slow-pct 1" traced slowkick "$GMP_LOAD" request --workers $((4 * n)) \
 	--load 0.3 --secs 3
 echo "slowkick_slow=$(grep -o 'wait-us=[0-9]* slow=[0-9]*' /tmp/slowkick.log | tail -n 1 | cut -d= -f3)"
-read -r idle wakes < <(puts /tmp/slowkick.trace)
-echo "slowkick_idle_puts=$idle slowkick_wake_puts=$wakes"
+puts slowkick_ /tmp/slowkick.trace
 # An LRQ head that waited behind runnext: the dispatcher's bursts push
 # woken workers out of its runnext to the LRQ, and with the bound each of
 # them runs before the runnext task once it has waited 500 us (lrq-aged),
