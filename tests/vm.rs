@@ -732,6 +732,21 @@ fn idle_wait(mode: &str, rt: bool) {
     let out = ok_stdout(&r);
     let summary = out.lines().find(|l| l.starts_with("wakeups="));
     eprintln!("idle wait {mode:?} {rt}: {summary:?}");
+    // A flagged wait, said in few enough lines that the failure's report
+    // keeps them whole: the agent's counters, the waits over the bound and
+    // the first one event by event (a CI report cut the whole output's
+    // middle, and with it where that wait began).
+    if kv(out, "waits_exit") != Some("0") {
+        let counters = out
+            .lines()
+            .filter(|l| l.contains("dispatches deferred") || l.contains("CPU hotplug events"));
+        let stranded = out.find("stranded over").map_or(out, |i| &out[i..]);
+        let counters: Vec<&str> = counters.collect();
+        panic!(
+            "a task waited beside an idle CPU:\n{}\n{stranded}",
+            counters.join("\n")
+        );
+    }
     assert_kvs(
         out,
         &[
@@ -1002,9 +1017,23 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
     assert_eq!(num(&r.stdout, "gopreempt_at_once"), 0, "{}", r.stdout);
     // A real-time shell's wakeups of a task of ours never queued it on the
     // shell's own CPU, which the shell holds unannounced when it started
-    // there from idle (before the fix, 194 of 200 were).
+    // there from idle (before the fix, 194 of 200 were). Only wakeups of a
+    // reader that slept count: one that the shell preempted on its own CPU
+    // just before it slept is woken where it is queued, without
+    // select_cpu(). One CI run failed here (its count was not kept); that
+    // path, found by reading, is the one known way there.
     assert!(num(&r.stdout, "rtwaker_rt_wakes") >= 100, "{}", r.stdout);
-    assert_eq!(num(&r.stdout, "rtwaker_on_rt_cpu"), 0, "{}", r.stdout);
+    let rtwaker: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("rtwaker_"))
+        .collect();
+    assert_eq!(
+        num(&r.stdout, "rtwaker_on_rt_cpu"),
+        0,
+        "{}",
+        rtwaker.join("\n")
+    );
     // Beside SCHED_IDLE hogs, CPUs ran other tasks before them
     // (idle_last()), and no task that is not a hog waited on the GRQ for
     // the 61st schedtick: 60 to 108 ms before, 7 to 17 ms since.

@@ -134,8 +134,13 @@ echo "lrq_aged=$(awk '$2 == "pick.lrq-aged"' /tmp/lrqaged.trace | wc -l)"
 # may put the reader on the shell's own CPU, read from the kernel's
 # sched_waking (the waker and its CPU) and sched_wakeup (the CPU it was
 # queued on) events: rtwaker_rt_wakes= the shell's wakeups of the reader,
-# rtwaker_on_rt_cpu= those queued on the shell's CPU. --go-cross-process
-# leaves out the idle CPUs that a wakeup into another process goes to.
+# rtwaker_on_rt_cpu= those queued on the shell's CPU. Only wakeups of a
+# reader that slept count: one that the shell preempted between setting
+# its sleeping state and calling schedule() is still queued on the
+# shell's CPU, and the kernel wakes it there without select_cpu()
+# (ttwu_runnable()); its last switch out (sched_switch) says R+, not S.
+# Those are rtwaker_runnable=. --go-cross-process leaves out the idle CPUs
+# that a wakeup into another process goes to.
 rt_waker() {
 	chrt -f 10 sh -c 'echo $$ >/tmp/writer.pid
 		i=0; while [ $i -lt 200 ]; do echo x; sleep 0.002; i=$((i + 1)); done' |
@@ -147,21 +152,41 @@ for ev in sched_waking sched_wakeup; do
 	echo 'comm == "cat"' >$T/events/sched/$ev/filter
 	echo 1 >$T/events/sched/$ev/enable
 done
+echo 'prev_comm == "cat"' >$T/events/sched/sched_switch/filter
+echo 1 >$T/events/sched/sched_switch/enable
 echo >$T/trace
 GMP_ARGS="--go-cross-process" traced rtwaker rt_waker
 echo 0 >$T/events/sched/enable
 # Lines: "WAKER-PID [CPU] FLAGS TS: sched_waking: comm=cat pid=N ...", then
-# "... sched_wakeup: comm=cat pid=N prio=P target_cpu=C". A waking in an
-# interrupt (h or s in FLAGS) is not the shell's own.
-awk -v w="sh-$(cat /tmp/writer.pid)" -v r="pid=$(cat /tmp/reader.pid)" '
-	$0 !~ " " r " " { next }
-	/sched_waking:/ { waker = ($1 == w && $3 !~ /[hs]/) ? $2 : ""; next }
+# "... sched_wakeup: comm=cat pid=N prio=P target_cpu=C", and the reader's
+# "... sched_switch: prev_comm=cat prev_pid=N prev_prio=P prev_state=S ...".
+# A waking in an interrupt (h or s in FLAGS) is not the shell's own. Each
+# wakeup on the shell's CPU is printed with the 5 events before it.
+awk -v w="sh-$(cat /tmp/writer.pid)" -v r="$(cat /tmp/reader.pid)" '
+	/^[^#]/ { last[n++ % 6] = $0 }
+	/sched_switch:/ && $0 ~ " prev_pid=" r " " {
+		slept = $0 ~ / prev_state=[SD] /
+		next
+	}
+	$0 !~ " pid=" r " " { next }
+	/sched_waking:/ {
+		waker = ($1 == w && $3 !~ /[hs]/) ? $2 : ""
+		if (waker != "" && !slept) { runnable++; waker = "" }
+		slept = 0
+		next
+	}
 	/sched_wakeup:/ && waker != "" {
 		split($NF, t, "="); rt++
-		if ("[" sprintf("%03d", t[2]) "]" == waker) on++
+		if ("[" sprintf("%03d", t[2]) "]" == waker) {
+			on++
+			for (i = n - 6; i < n; i++) if (i >= 0) print "rtwaker_hit: " last[i % 6]
+		}
 		waker = ""
 	}
-	END { printf "rtwaker_rt_wakes=%d rtwaker_on_rt_cpu=%d\n", rt, on }' $T/trace
+	END {
+		printf "rtwaker_rt_wakes=%d rtwaker_on_rt_cpu=%d rtwaker_runnable=%d\n",
+			rt, on, runnable
+	}' $T/trace
 
 # One decision altered: the first steal claims to have wanted one task more.
 awk '!done && $2 == "pick.steal" {
