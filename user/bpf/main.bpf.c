@@ -217,6 +217,17 @@ const volatile bool steal_committed_on;
 volatile u64 nr_committed_steals;
 
 /*
+ * scx_gmp: tries to drain the agent's decisions that found another CPU
+ * draining them (bpf_user_ringbuf_drain() returned -EBUSY), and so read
+ * none of them (drain_dispatched()). @drain_missed is 1 from then until a
+ * CPU that drained takes it and drains once more; DRAIN_TRIES bounds the
+ * tries of one dispatch().
+ */
+volatile u64 nr_drain_busy;
+static u32 drain_missed;
+#define DRAIN_TRIES 3
+
+/*
  * scx_gmp: times a CPU ran the agent ahead of its own DSQ, for tasks woken
  * since the agent last ran (rustland_dispatch()).
  */
@@ -2300,8 +2311,70 @@ static bool agent_again(s32 cpu, const struct task_struct *prev)
 	return again;
 }
 
+/*
+ * Consume all tasks from the @dispatched list and immediately dispatch them
+ * on the target CPU decided by the user-space scheduler.
+ *
+ * scx_gmp: only one CPU drains the ring at a time: another that tries
+ * meanwhile gets -EBUSY and reads nothing. The one draining may have looked
+ * its last before the agent added its decisions, so those were left in the
+ * ring for the next dispatch() of any CPU. With every CPU about to idle,
+ * that is when something next wakes one: in one CI run, two tasks of the
+ * light request load waited 125 ms beside two idle CPUs, and the one traced
+ * then ran from a DSQ without the agent running first, as this race would
+ * leave it (docs/reliability.md). So a CPU that finds the ring busy says so
+ * (@drain_missed) and tries once more; a CPU that drained drains again if
+ * one did. Either the second try drains, or the ring was still busy after
+ * the flag was set, and the CPU draining then sees the flag when it is done.
+ * Returns whether this CPU made sure that no decision was left: false only
+ * when DRAIN_TRIES ran out first (then redrain()). Owner only, in dispatch().
+ */
+static bool drain_dispatched(void)
+{
+	bool flagged = false;
+	u32 i;
+
+	bpf_for(i, 0, DRAIN_TRIES) {
+		long ret = bpf_user_ringbuf_drain(&dispatched, handle_dispatched_task, NULL,
+						  BPF_RB_NO_WAKEUP);
+
+		if (ret == -EBUSY) {
+			__sync_fetch_and_add(&nr_drain_busy, 1);
+			/* Busy after the flag was set: the CPU draining sees it. */
+			if (flagged)
+				return true;
+			__sync_lock_test_and_set(&drain_missed, 1);
+			flagged = true;
+			continue;
+		}
+		if (ret < 0)
+			dbg_msg("User ringbuf drain error: %ld", ret);
+		if (!drain_missed || !__sync_lock_test_and_set(&drain_missed, 0))
+			return true;
+		flagged = false;
+	}
+	/* Out of tries with a missed drain taken but not made: give it back. */
+	if (!flagged)
+		__sync_lock_test_and_set(&drain_missed, 1);
+	return false;
+}
+
+/*
+ * scx_gmp: redrain - this CPU found nothing to run, and drain_dispatched()
+ * could not make sure that no decision was left in the ring (@drained).
+ * Kick this CPU, so that once it has switched to idle it dispatches again
+ * and reads them, rather than leave them until something else wakes a CPU.
+ * Owner only, at the end of dispatch().
+ */
+static void redrain(s32 cpu, bool drained)
+{
+	if (!drained)
+		kick_cpu_flags(cpu, 0);
+}
+
 void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 {
+	bool drained;
 	s32 own;
 
 	reset_lock_streak(cpu);
@@ -2315,15 +2388,7 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 	if (nr_held)
 		retake();
 
-	/*
-	 * Consume all tasks from the @dispatched list and immediately
-	 * dispatch them on the target CPU decided by the user-space
-	 * scheduler.
-	 */
-	s32 ret = bpf_user_ringbuf_drain(&dispatched,
-					 handle_dispatched_task, NULL, BPF_RB_NO_WAKEUP);
-	if (ret)
-		dbg_msg("User ringbuf drain error: %d", ret);
+	drained = drain_dispatched();
 
 	/* scx_gmp: a wakeup the agent's pass missed gets it another one. */
 	if (agent_again(cpu, prev)) {
@@ -2452,7 +2517,8 @@ void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)
 	}
 
 	/* scx_gmp: about to idle: a task committed to a busy CPU runs here. */
-	steal_committed(cpu);
+	if (!steal_committed(cpu))
+		redrain(cpu, drained);
 }
 
 void BPF_STRUCT_OPS(rustland_runnable, struct task_struct *p, u64 enq_flags)

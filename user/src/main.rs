@@ -953,7 +953,8 @@ impl<'a> Agent<'a> {
              tasks preempted for the agent: {} ({} back with their slice); \
              tasks preempted for a woken task of another process: {} ({} timers set for later, {} as they came back); \
              SCHED_IDLE tasks preempted: {} ({} for a wakeup without the agent); \
-             wakeups run ahead of the SCHED_IDLE tasks committed to an idle CPU: {}",
+             wakeups run ahead of the SCHED_IDLE tasks committed to an idle CPU: {}; \
+             drains of the agent's decisions refused while another CPU drained: {}",
             hotplug_count(&self.bpf),
             self.procresize,
             stuck_cpus(&self.bpf),
@@ -982,7 +983,9 @@ impl<'a> Agent<'a> {
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_beside_idle) },
             // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_ahead_of_idle) }
+            unsafe { std::ptr::read_volatile(&bss.nr_ahead_of_idle) },
+            // SAFETY: as in `cpu_hotplugs`.
+            unsafe { std::ptr::read_volatile(&bss.nr_drain_busy) }
         );
         let exit = self.bpf.shutdown_and_report();
         if let Err(e) = &exit {
