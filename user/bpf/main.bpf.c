@@ -228,6 +228,14 @@ static u32 drain_missed;
 #define DRAIN_TRIES 3
 
 /*
+ * scx_gmp: drains made again because a CPU refused meanwhile had set
+ * @drain_missed, and self-kicks of a CPU about to idle whose tries ran out
+ * with a drain still owed (redrain()).
+ */
+volatile u64 nr_drain_again;
+volatile u64 nr_redrain;
+
+/*
  * scx_gmp: times a CPU ran the agent ahead of its own DSQ, for tasks woken
  * since the agent last ran (rustland_dispatch()).
  */
@@ -2351,6 +2359,7 @@ static bool drain_dispatched(void)
 			dbg_msg("User ringbuf drain error: %ld", ret);
 		if (!drain_missed || !__sync_lock_test_and_set(&drain_missed, 0))
 			return true;
+		__sync_fetch_and_add(&nr_drain_again, 1);
 		flagged = false;
 	}
 	/* Out of tries with a missed drain taken but not made: give it back. */
@@ -2368,8 +2377,10 @@ static bool drain_dispatched(void)
  */
 static void redrain(s32 cpu, bool drained)
 {
-	if (!drained)
-		kick_cpu_flags(cpu, 0);
+	if (drained)
+		return;
+	__sync_fetch_and_add(&nr_redrain, 1);
+	kick_cpu_flags(cpu, 0);
 }
 
 void BPF_STRUCT_OPS(rustland_dispatch, s32 cpu, struct task_struct *prev)

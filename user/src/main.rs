@@ -954,7 +954,8 @@ impl<'a> Agent<'a> {
              tasks preempted for a woken task of another process: {} ({} timers set for later, {} as they came back); \
              SCHED_IDLE tasks preempted: {} ({} for a wakeup without the agent); \
              wakeups run ahead of the SCHED_IDLE tasks committed to an idle CPU: {}; \
-             drains of the agent's decisions refused while another CPU drained: {}",
+             drains of the agent's decisions refused while another CPU drained: {} \
+             ({} drained again for one, {} self-kicks with a drain owed)",
             hotplug_count(&self.bpf),
             self.procresize,
             stuck_cpus(&self.bpf),
@@ -985,7 +986,11 @@ impl<'a> Agent<'a> {
             // SAFETY: as in `cpu_hotplugs`.
             unsafe { std::ptr::read_volatile(&bss.nr_ahead_of_idle) },
             // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_drain_busy) }
+            unsafe { std::ptr::read_volatile(&bss.nr_drain_busy) },
+            // SAFETY: as in `cpu_hotplugs`.
+            unsafe { std::ptr::read_volatile(&bss.nr_drain_again) },
+            // SAFETY: as in `cpu_hotplugs`.
+            unsafe { std::ptr::read_volatile(&bss.nr_redrain) }
         );
         let exit = self.bpf.shutdown_and_report();
         if let Err(e) = &exit {
