@@ -177,19 +177,18 @@ impl Runs {
         self.ended.clear();
         self.total = 0;
         self.ring = ring;
-        // SAFETY: valid, aligned values in the BPF map's memory, which the
-        // BPF layer changes under us: each read as such, once. A record
-        // read while its CPU rewrites it can be torn; the worst that does
-        // is one wrong answer for one pass (see `run_state`).
+        // Each value read once (`read_once`). A record read while its CPU
+        // rewrites it can be torn; the worst that does is one wrong answer
+        // for one pass (see `run_state`).
         for c in 0..nr_cpus {
-            let n = unsafe { std::ptr::read_volatile(&bss.run_ends[c]) };
+            let n = read_once(&bss.run_ends[c]);
             self.total += n;
-            let pid = unsafe { std::ptr::read_volatile(&bss.cur_pid[c]) };
-            let start = unsafe { std::ptr::read_volatile(&bss.cur_start[c]) };
+            let pid = read_once(&bss.cur_pid[c]);
+            let start = read_once(&bss.cur_start[c]);
             self.current.push((pid, start));
             for r in bss.run_ring[c].iter().take(n.min(ring as u64) as usize) {
-                let pid = unsafe { std::ptr::read_volatile(&r.pid) };
-                let start = unsafe { std::ptr::read_volatile(&r.start) };
+                let pid = read_once(&r.pid);
+                let start = read_once(&r.start);
                 self.ended.push((pid, start));
             }
         }
@@ -241,19 +240,16 @@ fn stuck_cpus(bpf: &BpfScheduler) -> String {
     // SAFETY: a valid timespec for the kernel to fill.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
     let now_ns = now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64;
-    // SAFETY: as in `cpu_hotplugs`: plain values the BPF side writes.
-    let s = unsafe {
-        Stuck {
-            n: std::ptr::read_volatile(&bss.nr_stuck_events),
-            cpu: std::ptr::read_volatile(&bss.stuck_cpu),
-            queued: std::ptr::read_volatile(&bss.stuck_queued),
-            pid: std::ptr::read_volatile(&bss.stuck_pid),
-            held: std::ptr::read_volatile(&bss.stuck_held) != 0,
-            ran_ns: std::ptr::read_volatile(&bss.stuck_ran_ns),
-            ago_ns: now_ns.saturating_sub(std::ptr::read_volatile(&bss.stuck_at)),
-        }
-    };
-    s.to_string()
+    Stuck {
+        n: read_once(&bss.nr_stuck_events),
+        cpu: read_once(&bss.stuck_cpu),
+        queued: read_once(&bss.stuck_queued),
+        pid: read_once(&bss.stuck_pid),
+        held: read_once(&bss.stuck_held) != 0,
+        ran_ns: read_once(&bss.stuck_ran_ns),
+        ago_ns: now_ns.saturating_sub(read_once(&bss.stuck_at)),
+    }
+    .to_string()
 }
 
 /// What the backstop recorded of the last stuck CPU (see `stuck_cpus`).
@@ -289,19 +285,23 @@ impl std::fmt::Display for Stuck {
 /// The BPF layer's count of CPU hotplug events (user/bpf).
 fn hotplug_count(bpf: &BpfScheduler) -> u64 {
     let bss = bpf.bss();
-    // SAFETY: as in `cpu_hotplugs`.
-    unsafe { std::ptr::read_volatile(&bss.nr_hotplug) }
+    read_once(&bss.nr_hotplug)
 }
 
 /// The BPF layer's count of hotplug events of each of the first `nr_cpus`
 /// CPUs (user/bpf).
 fn cpu_hotplugs(bpf: &BpfScheduler, nr_cpus: usize) -> Vec<u32> {
     let bss = bpf.bss();
-    // SAFETY: a valid, aligned u32 in the BPF map's memory, which the BPF
-    // layer changes under us: read it as such, once.
     (0..nr_cpus)
-        .map(|c| unsafe { std::ptr::read_volatile(&bss.cpu_hotplugs[c]) })
+        .map(|c| read_once(&bss.cpu_hotplugs[c]))
         .collect()
+}
+
+/// One read of a value in the BPF maps' memory, which the BPF layer changes
+/// under us: never cached or merged with another read by the compiler.
+fn read_once<T: Copy>(v: &T) -> T {
+    // SAFETY: a reference is valid and aligned for a read of T.
+    unsafe { std::ptr::read_volatile(v) }
 }
 
 /// The states a CPU that was offline (`off`) passes through in `n` hotplug
@@ -959,38 +959,22 @@ impl<'a> Agent<'a> {
             hotplug_count(&self.bpf),
             self.procresize,
             stuck_cpus(&self.bpf),
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_released) },
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_committed_steals) },
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_agent_first) },
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_agent_again) },
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_agent_cut) },
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_agent_kicks) },
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_kick_restores) },
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_cross_preempts) },
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_preempt_later) },
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_behind_on_return) },
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_idle_yields) },
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_beside_idle) },
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_ahead_of_idle) },
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_drain_busy) },
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_drain_again) },
-            // SAFETY: as in `cpu_hotplugs`.
-            unsafe { std::ptr::read_volatile(&bss.nr_redrain) }
+            read_once(&bss.nr_released),
+            read_once(&bss.nr_committed_steals),
+            read_once(&bss.nr_agent_first),
+            read_once(&bss.nr_agent_again),
+            read_once(&bss.nr_agent_cut),
+            read_once(&bss.nr_agent_kicks),
+            read_once(&bss.nr_kick_restores),
+            read_once(&bss.nr_cross_preempts),
+            read_once(&bss.nr_preempt_later),
+            read_once(&bss.nr_behind_on_return),
+            read_once(&bss.nr_idle_yields),
+            read_once(&bss.nr_beside_idle),
+            read_once(&bss.nr_ahead_of_idle),
+            read_once(&bss.nr_drain_busy),
+            read_once(&bss.nr_drain_again),
+            read_once(&bss.nr_redrain)
         );
         let exit = self.bpf.shutdown_and_report();
         if let Err(e) = &exit {
