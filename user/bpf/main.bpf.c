@@ -235,6 +235,9 @@ static u32 drain_missed;
 volatile u64 nr_drain_again;
 volatile u64 nr_redrain;
 
+/* scx_gmp: puts for any CPU that found no CPU idle (kick_idle_for()). */
+volatile u64 nr_kick_idle_none;
+
 /*
  * scx_gmp: times a CPU ran the agent ahead of its own DSQ, for tasks woken
  * since the agent last ran (rustland_dispatch()).
@@ -707,19 +710,37 @@ static bool served(void)
 }
 
 /*
- * scx_gmp: wake an idle CPU that @p may use, if there is one. Not from a
- * dying CPU, whose kick is dropped (kick_cpu()): its pick would clear an
- * idle CPU's bit for nothing. Any CPU.
+ * scx_gmp: @p was just put where any CPU it may use takes it (the shared
+ * DSQ, or the kernel's global DSQ): wake an idle CPU that @p may use, if
+ * there is one. If none is idle, kick every other CPU @p may use with
+ * SCX_KICK_IDLE. A CPU that looked at the shared DSQ before @p reached it
+ * and has not yet set its idle bit is missing from the idle mask, so the
+ * pick cannot find it, and it would idle beside @p; @p would then wait
+ * for the next CPU to schedule, which on a system whose other CPUs
+ * real-time tasks hold is when they let go. The kernel acts on such a
+ * kick later, after @p is in its DSQ, under the target's run-queue lock:
+ * it wakes a CPU that idles or is in its balance (which then looks
+ * again), and skips one that runs a task, so a busy CPU costs only that
+ * look. @nr_kick_idle_none counts the puts that found no idle CPU. Not
+ * from a dying CPU, whose kicks are dropped (kick_cpu()): its pick would
+ * clear an idle CPU's bit for nothing. Any CPU.
  */
 static void kick_idle_for(const struct task_struct *p)
 {
-	s32 cpu;
+	s32 me = bpf_get_smp_processor_id(), cpu;
 
 	if (this_cpu_dying())
 		return;
 	cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
-	if (cpu >= 0)
+	if (cpu >= 0) {
 		kick_cpu(cpu);
+		return;
+	}
+	__sync_fetch_and_add(&nr_kick_idle_none, 1);
+	bpf_for(cpu, 0, nr_cpu_ids) {
+		if (cpu != me && bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	}
 }
 
 /*

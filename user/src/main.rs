@@ -955,7 +955,8 @@ impl<'a> Agent<'a> {
              SCHED_IDLE tasks preempted: {} ({} for a wakeup without the agent); \
              wakeups run ahead of the SCHED_IDLE tasks committed to an idle CPU: {}; \
              drains of the agent's decisions refused while another CPU drained: {} \
-             ({} drained again for one, {} self-kicks with a drain owed)",
+             ({} drained again for one, {} self-kicks with a drain owed); \
+             puts for any CPU that found none idle: {}",
             hotplug_count(&self.bpf),
             self.procresize,
             stuck_cpus(&self.bpf),
@@ -974,7 +975,8 @@ impl<'a> Agent<'a> {
             read_once(&bss.nr_ahead_of_idle),
             read_once(&bss.nr_drain_busy),
             read_once(&bss.nr_drain_again),
-            read_once(&bss.nr_redrain)
+            read_once(&bss.nr_redrain),
+            read_once(&bss.nr_kick_idle_none)
         );
         let exit = self.bpf.shutdown_and_report();
         if let Err(e) = &exit {
