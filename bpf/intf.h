@@ -132,6 +132,7 @@ enum gmp_stat {
 	GMP_STAT_BEFORE_IDLE,	/* LRQ tasks and GRQ heads run before a SCHED_IDLE task */
 	GMP_STAT_PREEMPT_LATER,	/* wakeups that set a timer to preempt the running task */
 	GMP_STAT_LRQ_AGED,	/* LRQ heads run before runnext for having waited too long */
+	GMP_STAT_GRQ_KICK,	/* GRQ puts whose wakep() woke none: the other CPUs kicked */
 	GMP_NR_STATS,
 };
 
@@ -251,6 +252,7 @@ enum gmp_why {
 	GMP_WHY_PREEMPT,	/* preempted by a wakeup (--wakeup-preempt-us): runs next */
 	GMP_WHY_PROCRESIZE,	/* procresize: from a CPU on its way offline, to the GRQ */
 	GMP_WHY_ONCPU,		/* woken while still leaving its CPU: queued there, waker unknown */
+	GMP_WHY_GRQ,		/* kick: the other CPUs, for a GRQ put no wakep() announced */
 	GMP_NR_WHY,
 };
 

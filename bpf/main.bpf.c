@@ -40,6 +40,8 @@ const volatile bool go_handoff;
 const volatile bool go_wakep;
 /* wakep() wakes the CPU that idled last, as Go's pidleget() (--go-pidle). */
 const volatile bool go_pidle;
+/* A GRQ put whose wakep() woke none kicks the other CPUs (off: --go-grq-put). */
+const volatile bool grq_kick;
 /* The GRQ head waits at most this long (--global-max-wait-ms); 0: Go's rule only. */
 const volatile u64 global_max_wait_ns = (u64)GMP_GLOBAL_MAX_WAIT_MS_DFL * 1000 * 1000;
 /* An LRQ head waits at most this long behind runnext (--lrq-max-wait-us); 0: Go's rule. */
@@ -639,6 +641,45 @@ static void globrunqput(struct task_struct *p, u32 why, u64 enq_flags)
 			kick_cpu(cpu);
 		}
 	}
+}
+
+/*
+ * Task @p was put on the GRQ, and the wakep() that followed woke no CPU:
+ * kick, with SCX_KICK_IDLE, every other CPU that may take @p and that
+ * spins or is not marked idle. In Go, globrunqput and a P about to give
+ * up look at the GRQ under sched.lock, and a spinning P that stops looks
+ * again after the put's wakep() has read nmspinning, so a P either sees
+ * the task or is woken for it. Here the kernel inserts @p after
+ * gmp_enqueue() returns, after wakep() has read nmspinning and the idle
+ * mask: a CPU that stopped spinning or looked at the GRQ in between would
+ * idle beside @p until another CPU's next look there (its 61st tick, its
+ * own queues running dry, or grq_starving()). The kernel acts on the
+ * kicks after the insert, under each target's run-queue lock: a CPU in
+ * its balance looks again, and a busy one is skipped. A CPU marked idle
+ * that does not spin had idled before wakep() looked, as in Go it would
+ * stay idle, and is not woken: under overcommit each such wake costs a
+ * host core. Not Go's step, but Go's outcome (README: "Where Linux
+ * differs from Go"). Any CPU.
+ */
+static void grq_put_kick(const struct task_struct *p)
+{
+	const struct cpumask *idle;
+	s32 me = bpf_get_smp_processor_id();
+	u32 i;
+
+	if (this_cpu_dying())
+		return;
+	ev_simple(GMP_EV_KICK, GMP_WHY_GRQ, -1, p->pid, me);
+	stat_add(GMP_STAT_GRQ_KICK, 1);
+	idle = scx_bpf_get_idle_cpumask();
+	bpf_for(i, 0, nr_cpus) {
+		struct gmp_cpu *c = cpu_ctx(i);
+
+		if (c && i != me && bpf_cpumask_test_cpu(i, p->cpus_ptr) &&
+		    (is_spinning(c) || !bpf_cpumask_test_cpu(i, idle)))
+			scx_bpf_kick_cpu(i, SCX_KICK_IDLE);
+	}
+	scx_bpf_put_idle_cpumask(idle);
 }
 
 /*
@@ -2077,7 +2118,7 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 	struct task_ctx *tctx = task_ctx(p);
 	s32 cpu = scx_bpf_task_cpu(p);
 	s32 waker = -1;
-	bool yielded = false, sync = false, preempted = false;
+	bool yielded = false, sync = false, preempted = false, grq = false;
 
 	if (debug_stalled(p))
 		return;
@@ -2167,17 +2208,20 @@ void BPF_STRUCT_OPS(gmp_enqueue, struct task_struct *p, u64 enq_flags)
 		u32 why = yielded ? GMP_WHY_YIELD : GMP_WHY_EXPIRE;
 
 		stat_add(yielded ? GMP_STAT_YIELD : GMP_STAT_SLICE_EXPIRED, 1);
-		if (is_pinned(p))
-			runqput(p, cpu, false, why, enq_flags);
-		else
+		grq = !is_pinned(p);
+		if (grq)
 			globrunqput(p, why, enq_flags);
+		else
+			runqput(p, cpu, false, why, enq_flags);
 	} else if (may_run(p, cpu) && (!(enq_flags & SCX_ENQ_REENQ) || is_pinned(p))) {
 		runqput(p, cpu, false, GMP_WHY_REQUEUE, enq_flags);
 	} else {
 		/* Or handed off: retake, or procresize (its CPU went offline). */
 		globrunqput(p, GMP_WHY_REQUEUE, enq_flags);
+		grq = true;
 	}
-	wakep();
+	if (!wakep() && grq && grq_kick)
+		grq_put_kick(p);
 }
 
 /*

@@ -145,6 +145,7 @@ impl<'a> Scheduler<'a> {
         rodata.wakeup_preempt_ns = knobs.wakeup_preempt_ns;
         rodata.cross_preempt_ns = knobs.cross_preempt_ns;
         rodata.idle_slice_ns = knobs.idle_slice_ns;
+        rodata.grq_kick = knobs.grq_kick != 0;
         rodata.wakep_delay_ns = us_to_ns(policy.wakep_delay_us);
         rodata.wakep_delay_slow = kick_share(policy.wakep_delay_slow_pct);
         rodata.nr_cpus = nr_cpus as u32;
@@ -162,6 +163,7 @@ impl<'a> Scheduler<'a> {
             (policy.go_handoff, ", Go's hand-off"),
             (policy.go_wakep, ", Go's wakep"),
             (policy.go_pidle, ", Go's idle stack"),
+            (policy.go_grq_put, ", Go's globrunqput"),
             (policy.ready_idle, ", wakeups on idle CPUs"),
             (policy.go_cross_process, ", Go's ready() across processes"),
         ];

@@ -86,6 +86,9 @@ pub struct Report {
     /// took from that LRQ during the walk (Go's swap would have failed).
     pub short_overflows: usize,
     pub recheck_kicks: usize,
+    /// Kicks of the other CPUs after a GRQ put whose wakep() woke none
+    /// (grq_put_kick(); not with `--go-grq-put`).
+    pub grq_kicks: usize,
     /// wakep() kicks while the trace had some CPU idle, and how many of them
     /// went to the most recently idled one (proc.go pidleget). Counted, not
     /// a violation: a CPU's idle event reaches the trace before the kernel
@@ -168,8 +171,8 @@ impl std::fmt::Display for Report {
         )?;
         write!(
             f,
-            "differs from Go on purpose: {} kernel threads run directly, {} wakeups run directly on an idle CPU, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves ({} overflows short of half, others took the rest), {} re-checks of a young runnext, {} global queue heads run for their wait, {} LRQ heads run before runnext for their wait, {} run before a SCHED_IDLE task, {} wakeups run at once, preempting the running task",
-            self.kthread_puts, self.idle_puts, self.kept_prev, self.handoffs, self.late_moves, self.short_overflows, self.recheck_kicks, self.aged, self.lrq_aged, self.before_idle, self.preempts
+            "differs from Go on purpose: {} kernel threads run directly, {} wakeups run directly on an idle CPU, {} runs kept by a task with nothing queued, {} sync hand-offs run directly, {} late queue moves ({} overflows short of half, others took the rest), {} re-checks of a young runnext, {} kicks after a GRQ put, {} global queue heads run for their wait, {} LRQ heads run before runnext for their wait, {} run before a SCHED_IDLE task, {} wakeups run at once, preempting the running task",
+            self.kthread_puts, self.idle_puts, self.kept_prev, self.handoffs, self.late_moves, self.short_overflows, self.recheck_kicks, self.grq_kicks, self.aged, self.lrq_aged, self.before_idle, self.preempts
         )
     }
 }
@@ -288,6 +291,8 @@ impl Checker {
                     self.report.recheck_kicks += 1;
                 } else if e.sub == gmp_why_GMP_WHY_WAKEP {
                     self.wakep(e);
+                } else if e.sub == gmp_why_GMP_WHY_GRQ {
+                    self.grq_kick(i, e);
                 }
             }
             gmp_ev_GMP_EV_MOVE => self.moved(i, e),
@@ -423,6 +428,29 @@ impl Checker {
         }
         if let Some(c) = self.cpu(e.cpu) {
             c.idle_now = false;
+        }
+    }
+
+    /// grq_put_kick(): a CPU kicked the others for task `pid`, which it
+    /// had just put on the GRQ. Not Go's step, so only while the header
+    /// turns it on; and the kernel inserts the task only after that
+    /// enqueue, so no CPU can have taken it in between: the trace must
+    /// still have it on the GRQ.
+    fn grq_kick(&mut self, i: usize, e: &Event) {
+        self.report.grq_kicks += 1;
+        let on_grq = self
+            .queued
+            .get(&e.pid)
+            .is_some_and(|q| q.put.sub == gmp_put_GMP_PUT_GRQ);
+        if self.knobs.grq_kick == 0 {
+            let detail = format!("a kick for task {} put on the GRQ, with grq_kick=0", e.pid);
+            self.violation(i, e.other, "grq-kick", detail);
+        } else if !on_grq {
+            let detail = format!(
+                "a kick for task {}, which the trace has not on the GRQ",
+                e.pid
+            );
+            self.violation(i, e.other, "grq-kick", detail);
         }
     }
 
@@ -1166,6 +1194,29 @@ mod tests {
         }
         let other = ok.replace("other=7", "other=8");
         assert_eq!(rules_in(&other), ["preempt-running"], "{other}");
+    }
+
+    #[test]
+    fn a_grq_kick_follows_a_grq_put_only_with_the_knob_on() {
+        let on = |t: &str| t.replace("grq_kick=0", "grq_kick=1");
+        let ok = on(&trace_of(&[
+            "10 put.grq why=expire cpu=-1 pid=5 n=1",
+            "11 kick.grq cpu=-1 pid=5 other=1",
+            "20 pick.batch cpu=0 pid=5 n=1 want=1 len=1 tick=1 grq=1",
+        ]));
+        let r = check(ok.as_bytes()).unwrap();
+        assert!(r.ok(), "{r}");
+        assert_eq!(r.grq_kicks, 1);
+        assert!(r.to_string().contains("1 kicks after a GRQ put"), "{r}");
+        // Go's globrunqput (--go-grq-put) wakes CPUs only through wakep().
+        let off = ok.replace("grq_kick=1", "grq_kick=0");
+        assert_eq!(rules_in(&off), ["grq-kick"], "{off}");
+        // For a task on an LRQ, or one not queued at all.
+        let lrq = ok.replace("put.grq why=expire cpu=-1", "put.lrq why=expire cpu=1");
+        let other = ok.replace("pid=5 other=1", "pid=6 other=1");
+        for t in [lrq, other] {
+            assert!(rules_in(&t).contains(&"grq-kick"), "{t}");
+        }
     }
 
     #[test]

@@ -128,6 +128,18 @@ pub struct PolicyOpts {
     #[arg(long, global = true)]
     pub go_pidle: bool,
 
+    /// BPF mode: a task put on the global queue (its slice ran out, it
+    /// yielded) wakes a CPU only through wakep(), as Go's globrunqput does.
+    /// By default, when that wakep() wakes none (a CPU spins, or none
+    /// idles), the other CPUs the task may use that spin or are not idle
+    /// are kicked, and one that is looking for work looks again: the kernel
+    /// adds the task to the queue only after the scheduler's enqueue
+    /// returns, so a CPU that looked there just before, found nothing and
+    /// idled would leave the task waiting for another CPU's next look (up
+    /// to a slice). A busy CPU ignores the kick.
+    #[arg(long, global = true)]
+    pub go_grq_put: bool,
+
     /// BPF mode: a wakeup by a running task (not a sync one, not a new
     /// thread) runs at once on an idle CPU it may use, its previous CPU
     /// first, if one is idle. Not Go's rule: Go's ready() puts the task in
@@ -280,6 +292,7 @@ impl PolicyOpts {
             wakeup_preempt_ns: us_to_ns(self.wakeup_preempt_us),
             cross_preempt_ns: us_to_ns(self.cross_process_preempt_us),
             idle_slice_ns: us_to_ns(self.idle_slice_us),
+            grq_kick: u64::from(!self.go_grq_put),
         }
     }
 }

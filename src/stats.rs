@@ -100,6 +100,7 @@ counters! {
     before_idle = gmp_stat_GMP_STAT_BEFORE_IDLE, "" "before-idle", "BPF mode: tasks run before the SCHED_IDLE task that the CPU's own queues would run next: the first other task of its LRQ, else the global queue's head (not with --idle-slice-us 0)";
     preempt_laters = gmp_stat_GMP_STAT_PREEMPT_LATER, "" "preempt-later", "BPF mode: wakeups that would have preempted the task running on their CPU (wakeup-preempt) had it run long enough since it started, and set a timer to preempt it once it has";
     lrq_aged = gmp_stat_GMP_STAT_LRQ_AGED, "" "lrq-aged", "BPF mode: LRQ heads run before the CPU's runnext task after waiting --lrq-max-wait-us";
+    grq_kicks = gmp_stat_GMP_STAT_GRQ_KICK, "" "grq-kick", "BPF mode: tasks put on the global queue while wakep() woke no CPU, after which the other CPUs that spun or were not idle were kicked, for one that had looked there before the task arrived";
 }
 
 impl Metrics {

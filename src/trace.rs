@@ -67,6 +67,7 @@ const WHYS: [&str; gmp_why_GMP_NR_WHY as usize] = [
     "preempt",
     "procresize",
     "oncpu",
+    "grq",
 ];
 
 /// One decision, as `struct gmp_event` in `bpf/intf.h` describes each field.
@@ -244,6 +245,9 @@ pub struct Knobs {
     pub cross_preempt_ns: u64,
     /// `--idle-slice-us`: not 0, a wakeup preempts a SCHED_IDLE task at once.
     pub idle_slice_ns: u64,
+    /// Not a time: 1 unless `--go-grq-put`, a GRQ put whose wakep() woke
+    /// no CPU kicks the others (grq_put_kick()).
+    pub grq_kick: u64,
 }
 
 /// What a trace's header carries: Go's parameters, and the knobs that are
@@ -268,9 +272,9 @@ impl Header {
 pub fn header(h: &Header) -> String {
     let (p, k) = (&h.params, &h.knobs);
     format!(
-        "{HEADER} {VERSION} nprocs={} lrq_cap={} global_every={} steal_tries={} runnext_grace_ns={} slice_ns={} min_slice_ns={} lrq_max_wait_ns={} wakeup_preempt_ns={} cross_preempt_ns={} idle_slice_ns={}",
+        "{HEADER} {VERSION} nprocs={} lrq_cap={} global_every={} steal_tries={} runnext_grace_ns={} slice_ns={} min_slice_ns={} lrq_max_wait_ns={} wakeup_preempt_ns={} cross_preempt_ns={} idle_slice_ns={} grq_kick={}",
         p.nprocs, p.lrq_cap, p.global_every, p.steal_tries, p.runnext_grace_ns, p.slice_ns, p.min_slice_ns,
-        k.lrq_max_wait_ns, k.wakeup_preempt_ns, k.cross_preempt_ns, k.idle_slice_ns
+        k.lrq_max_wait_ns, k.wakeup_preempt_ns, k.cross_preempt_ns, k.idle_slice_ns, k.grq_kick
     )
 }
 
@@ -309,6 +313,7 @@ pub fn parse_header(line: &str) -> Result<Header> {
             "wakeup_preempt_ns" => k.wakeup_preempt_ns = v,
             "cross_preempt_ns" => k.cross_preempt_ns = v,
             "idle_slice_ns" => k.idle_slice_ns = v,
+            "grq_kick" => k.grq_kick = v,
             _ => bail!("unknown header field {name:?}"),
         }
     }
@@ -376,6 +381,7 @@ mod tests {
                 wakeup_preempt_ns: 6000,
                 cross_preempt_ns: 250_000,
                 idle_slice_ns: 1_000_000,
+                grq_kick: 1,
             },
             ..Header::go(3)
         };

@@ -945,6 +945,7 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
     for name in [
         "fanout",
         "spin",
+        "gospin",
         "pingpong",
         "pidle",
         "stress",
@@ -1084,6 +1085,10 @@ fn scheduler_decisions_follow_go_rules_in_the_trace() {
     // --lrq-max-wait-us 500: woken workers pushed out of the dispatcher's
     // runnext ran before it once they had waited that long.
     assert!(num(&r.stdout, "lrq_aged") > 0, "{}", r.stdout);
+    // Slices that expired to the GRQ while every CPU was busy kicked the
+    // other CPUs for it (grq_put_kick()); with --go-grq-put none did.
+    assert!(num(&r.stdout, "spin_grq_kicks") > 0, "{}", r.stdout);
+    assert_eq!(num(&r.stdout, "gospin_grq_kicks"), 0, "{}", r.stdout);
     // By default each side of a pipe between two processes wakes the other
     // on an idle CPU.
     assert!(num(&r.stdout, "crossproc_idle_puts") > 0, "{}", r.stdout);

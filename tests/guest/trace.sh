@@ -25,6 +25,12 @@ traced() {
 }
 traced fanout "$GMP_LOAD" fanout --threads 1000 --busy-ms 20 --gate
 traced spin "$GMP_LOAD" spin --threads $((n * 2)) --secs 3
+# Slices expire to the GRQ while every CPU is busy: wakep() wakes none, and
+# each such put kicks the other CPUs instead (kick.grq); with
+# --go-grq-put, Go's globrunqput, none does.
+echo "spin_grq_kicks=$(awk '$2 == "kick.grq"' /tmp/spin.trace | wc -l)"
+GMP_ARGS="--go-grq-put" traced gospin "$GMP_LOAD" spin --threads $((n * 2)) --secs 3
+echo "gospin_grq_kicks=$(awk '$2 == "kick.grq"' /tmp/gospin.trace | wc -l)"
 traced pingpong "$GMP_LOAD" pingpong --rounds 5000
 # Wakeups of a thread still leaving its CPU, which the kernel queues there
 # without select_cpu() (why=oncpu).
